@@ -1,0 +1,303 @@
+"""A deterministic Strands model that knows only what is in the call it receives.
+
+Most workshop attendees have no Bedrock access and CI has none at all, so every notebook runs by
+default on this model. It is a real ``strands.models.Model``: the agent loop, session managers,
+conversation managers, hooks and memory tools all drive it exactly as they drive Bedrock. What it
+answers comes only from the text of the call (system prompt, messages, tool results, injected
+``<memory>`` blocks, summaries), read with the rules in :mod:`companion.facts`. When a fact leaves
+the context it cannot answer it, which is what makes forgetting visible and honest.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+import time
+from typing import Any, AsyncGenerator, AsyncIterable, TypedDict, TypeVar
+
+from pydantic import BaseModel
+from strands.models import Model
+from strands.types.content import Messages
+from strands.types.exceptions import ContextWindowOverflowException
+from strands.types.streaming import StreamEvent
+from strands.types.tools import ToolSpec
+
+from . import facts as fact_rules
+
+T = TypeVar("T", bound=BaseModel)
+
+NOVA_PRO_CONTEXT_WINDOW = 300_000
+"""Nova Pro's context window: the seeds ran on amazon.nova-pro-v1:0, so threshold ratios mean the same here."""
+
+SUMMARY_REQUEST = "Please summarize this conversation."
+"""The user message the SDK's summarizing manager appends when it asks a model for a summary."""
+
+SEARCH_TOOL_NAME = "search_memory"
+"""The name of the search tool that ``strands.memory.MemoryManager`` offers."""
+
+_MEMORY_ENTRY = re.compile(r"<entry(?:\s[^>]*)?>(?P<content>.*?)</entry>", re.DOTALL)
+_MEMORY_BLOCK = re.compile(r"<memory>.*?</memory>", re.DOTALL)
+
+
+class OfflineModelConfig(TypedDict, total=False):
+    """Settings of the offline model.
+
+    Attributes:
+        model_id: A name shown in logs and metadata.
+        context_window_limit: The context window, in tokens, that utilization ratios are computed against.
+        overflow_at_tokens: When set, a call whose estimated input exceeds it raises the SDK's
+            ContextWindowOverflowException, as a real model does when its window is full.
+    """
+
+    model_id: str
+    context_window_limit: int
+    overflow_at_tokens: int | None
+
+
+def _text_of(content: list[dict[str, Any]]) -> list[str]:
+    """Every piece of text a model would read in a message's content blocks."""
+    texts: list[str] = []
+    for block in content:
+        if "text" in block:
+            texts.append(block["text"])
+        if "toolResult" in block:
+            for item in block["toolResult"].get("content", []):
+                if "text" in item:
+                    texts.append(item["text"])
+                if "json" in item:
+                    texts.append(json.dumps(item["json"]))
+    return texts
+
+
+def _memory_entries(text: str) -> list[str]:
+    """Memory contents in a text: ``<entry>`` elements, or a search tool's JSON list of ``{"content": ...}``."""
+    entries = [html.unescape(m.group("content")).strip() for m in _MEMORY_ENTRY.finditer(text)]
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return entries
+    items = data if isinstance(data, list) else [data]
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("content"), str):
+            entries.append(item["content"].strip())
+    return entries
+
+
+def _readable(texts: list[str]) -> list[str]:
+    """Texts as the fact reader should see them: memory blocks and search results unwrapped into their entries."""
+    out: list[str] = []
+    for text in texts:
+        entries = _memory_entries(text)
+        if entries:
+            rest = _MEMORY_BLOCK.sub(" ", text).strip()
+            if rest and not rest.startswith(("[", "{")):
+                out.append(rest)
+            out.extend(entries)
+        else:
+            out.append(text)
+    return out
+
+
+def _possessive(key: str) -> str:
+    return f"your {key}"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+def _join(parts: list[str], word: str = "and") -> str:
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + f" {word} " + parts[-1]
+
+
+class OfflineModel(Model):
+    """A model that reads facts from its context and answers from the latest visible statement.
+
+    Behaviour, in the order it is checked on each call:
+      1. Summarization request (the SDK's "Please summarize this conversation."): a bullet summary that
+         restates every fact stated in the messages it was given, and nothing else.
+      2. A question ("...?"): answered from visible facts or memory entries; what it cannot see it says it
+         cannot see. If a ``search_memory`` tool is offered and the answer is not visible, it calls the tool
+         once and answers from the tool result.
+      3. Anything else: an acknowledgement that repeats the facts the message stated.
+    Every call reports usage as Bedrock does: input tokens by the SDK's own estimate, output tokens by the
+    same characters/4 rule.
+    """
+
+    def __init__(self, **config: Any) -> None:
+        """Create the model; see :class:`OfflineModelConfig` for the settings."""
+        self.config: OfflineModelConfig = {
+            "model_id": "offline-fact-reader",
+            "context_window_limit": NOVA_PRO_CONTEXT_WINDOW,
+            "overflow_at_tokens": None,
+        }
+        self.update_config(**config)
+
+    def update_config(self, **model_config: Any) -> None:
+        """Change settings; unknown names are refused so a typo cannot pass silently."""
+        unknown = set(model_config) - set(OfflineModelConfig.__annotations__)
+        if unknown:
+            raise ValueError(
+                f"OfflineModel has no setting {sorted(unknown)}; "
+                f"the settings are {sorted(OfflineModelConfig.__annotations__)}"
+            )
+        limit = model_config.get("context_window_limit", self.config.get("context_window_limit"))
+        if not isinstance(limit, int) or limit <= 0:
+            raise ValueError(f"context_window_limit must be a positive number of tokens, got {limit!r}")
+        overflow = model_config.get("overflow_at_tokens", self.config.get("overflow_at_tokens"))
+        if overflow is not None and (not isinstance(overflow, int) or overflow <= 0):
+            raise ValueError(f"overflow_at_tokens must be a positive number of tokens or None, got {overflow!r}")
+        self.config.update(model_config)  # type: ignore[typeddict-item]
+
+    def get_config(self) -> OfflineModelConfig:
+        """The current settings."""
+        return self.config
+
+    # ------------------------------------------------------------------ answering
+
+    def respond(
+        self,
+        messages: Messages,
+        system_prompt: str | None = None,
+        tool_names: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Decide the reply to one call: ``{"text": ...}`` or ``{"tool": name, "input": {...}}``.
+
+        Public so that tests and notebook 00 can show the rules without running an agent.
+        """
+        tool_names = tool_names or []
+        message_texts = [" ".join(_text_of(m["content"])) for m in messages]
+        entries = [entry for text in message_texts for entry in _memory_entries(text)]
+        all_texts = _readable([system_prompt] if system_prompt else []) + _readable(message_texts)
+
+        last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
+        if last_user is not None and _text_of(last_user["content"])[-1:] == [SUMMARY_REQUEST]:
+            return {"text": self._summary(message_texts[:-1])}
+
+        question_message = next(
+            (m for m in reversed(messages) if m["role"] == "user" and any("text" in b for b in m["content"])),
+            None,
+        )
+        if question_message is None:
+            return {"text": "I cannot see a question or a statement to respond to."}
+        question = " ".join(
+            _MEMORY_BLOCK.sub("", b["text"]).strip() for b in question_message["content"] if "text" in b
+        ).strip()
+        searched = question_message is not messages[-1] or last_user is not question_message
+
+        if not question.rstrip().endswith("?"):
+            stated = fact_rules.statements(question)
+            if not stated:
+                return {"text": "Noted."}
+            return {"text": "Noted: " + _join([f"{_possessive(f.key)} is {f.value}" for f in stated]) + "."}
+
+        known = fact_rules.latest_facts(all_texts)
+        asked = fact_rules.asked_keys(question)
+        answers, missing = [], []
+        for key in asked:
+            found = fact_rules.match_key(key, known)
+            if found is None:
+                missing.append(key)
+            else:
+                answers.append(f"{_possessive(found)} is {known[found]}")
+
+        if (missing or not asked) and not entries and SEARCH_TOOL_NAME in tool_names and not searched:
+            return {"tool": SEARCH_TOOL_NAME, "input": {"query": question}}
+
+        if asked:
+            parts = []
+            if answers:
+                parts.append(_sentence(_join(answers)))
+            if missing:
+                parts.append(f"I cannot see {_join([_possessive(k) for k in missing], 'or')} in this conversation.")
+            return {"text": " ".join(parts)}
+        if entries:
+            return {"text": f"From memory: {entries[0]}"}
+        return {"text": "I cannot see anything about that in this conversation."}
+
+    def _summary(self, texts: list[str]) -> str:
+        """A summary that keeps exactly the facts stated in the summarized messages."""
+        known = fact_rules.latest_facts(texts)
+        lines = ["## Conversation Summary"]
+        if known:
+            lines += [f"* The user's {key} is {value}." for key, value in known.items()]
+        else:
+            lines.append("* No facts about the user were stated.")
+        lines.append(f"* Messages summarized: {len(texts)}.")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ the Model interface
+
+    async def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        *,
+        tool_choice: Any = None,
+        system_prompt_content: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterable[StreamEvent]:
+        """Answer one call as a Bedrock ConverseStream would, usage included; never touches the network."""
+        started = time.perf_counter()
+        input_tokens = await self.count_tokens(messages, tool_specs, system_prompt, system_prompt_content)  # type: ignore[arg-type]
+        limit = self.config.get("overflow_at_tokens")
+        if limit is not None and input_tokens > limit:
+            raise ContextWindowOverflowException(
+                f"Input is too long for the offline model: {input_tokens} tokens > overflow_at_tokens={limit}"
+            )
+        if system_prompt is None and system_prompt_content:
+            system_prompt = "\n".join(b["text"] for b in system_prompt_content if "text" in b)
+        reply = self.respond(messages, system_prompt, [spec["name"] for spec in tool_specs or []])
+
+        yield {"messageStart": {"role": "assistant"}}
+        if "tool" in reply:
+            payload = json.dumps(reply["input"])
+            tool_use_id = f"tooluse_offline_{len(messages)}"
+            yield {"contentBlockStart": {"start": {"toolUse": {"toolUseId": tool_use_id, "name": reply["tool"]}}}}
+            yield {"contentBlockDelta": {"delta": {"toolUse": {"input": payload}}}}
+            yield {"contentBlockStop": {}}
+            output_tokens = math.ceil(len(payload) / 2)
+            stop_reason = "tool_use"
+        else:
+            yield {"contentBlockDelta": {"delta": {"text": reply["text"]}}}
+            yield {"contentBlockStop": {}}
+            output_tokens = math.ceil(len(reply["text"]) / 4)
+            stop_reason = "end_turn"
+        yield {"messageStop": {"stopReason": stop_reason}}
+        latency_ms = int((time.perf_counter() - started) * 1000)
+        yield {
+            "metadata": {
+                "usage": {
+                    "inputTokens": input_tokens,
+                    "outputTokens": output_tokens,
+                    "totalTokens": input_tokens + output_tokens,
+                },
+                "metrics": {"latencyMs": latency_ms},
+            }
+        }
+
+    async def structured_output(
+        self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncGenerator[dict[str, T | Any], None]:
+        """Fill the output model's fields from visible facts named like them; refuse when one is not visible."""
+        texts = ([system_prompt] if system_prompt else []) + [" ".join(_text_of(m["content"])) for m in prompt]
+        known = fact_rules.latest_facts(texts)
+        values: dict[str, Any] = {}
+        missing: list[str] = []
+        for name, field in output_model.model_fields.items():
+            found = fact_rules.match_key(fact_rules.normalise_key(name), known)
+            if found is not None:
+                values[name] = known[found]
+            elif field.is_required():
+                missing.append(name)
+        if missing:
+            raise ValueError(
+                f"The offline model cannot see {', '.join(missing)} in this conversation, "
+                f"so it cannot fill {output_model.__name__}."
+            )
+        yield {"output": output_model(**values)}

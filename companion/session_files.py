@@ -42,7 +42,15 @@ def tree(path: str | os.PathLike, relative_to: str | os.PathLike | None = None) 
 
 def _natural_key(path: Path) -> list[Any]:
     """Sort message_2 before message_10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
+    return _natural(path.name)
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _path_key(path: Path) -> list[list[Any]]:
+    return [_natural(part) for part in path.parts]
 
 
 def files_with_sizes(path: str | os.PathLike) -> dict[str, int]:
@@ -50,7 +58,7 @@ def files_with_sizes(path: str | os.PathLike) -> dict[str, int]:
     top = Path(path)
     if not top.exists():
         return {}
-    found = sorted((p for p in top.rglob("*") if p.is_file()), key=lambda p: [_natural_key(x) for x in p.parts])
+    found = sorted((p for p in top.rglob("*") if p.is_file()), key=_path_key)
     return {p.relative_to(top).as_posix(): p.stat().st_size for p in found}
 
 
@@ -94,7 +102,7 @@ def check_session(storage_dir: str | os.PathLike, session_id: str) -> int:
     Returns the number of files checked; raises CorruptSessionError naming the first damaged file.
     """
     folder = session_dir(storage_dir, session_id)
-    files = sorted(folder.rglob("*.json"), key=lambda p: [_natural_key(x) for x in p.parts]) if folder.exists() else []
+    files = sorted(folder.rglob("*.json"), key=_path_key) if folder.exists() else []
     for path in files:
         read_json(path)
     return len(files)

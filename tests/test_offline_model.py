@@ -1,0 +1,241 @@
+"""The offline model's rules, driven through the SDK's own Agent, managers and memory tools."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+from pydantic import BaseModel
+from strands import Agent
+from strands.agent.conversation_manager import SlidingWindowConversationManager, SummarizingConversationManager
+from strands.memory import MemoryManager
+from strands.models.model import _estimate_tokens_with_heuristic
+from strands.types.exceptions import ContextWindowOverflowException
+from strands.vended_memory_stores.test_memory_store import TestMemoryStore
+
+from companion.offline_model import NOVA_PRO_CONTEXT_WINDOW, OfflineModel
+from conftest import assistant, user
+
+
+def ask(agent: Agent, prompt: str) -> str:
+    return str(agent(prompt)).strip()
+
+
+def test_recalls_name_and_number_from_the_conversation():
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    ask(agent, "My name is Pin and my favorite number is 42.")
+    assert ask(agent, "What is my name and my favorite number?") == "Your name is Pin and your favorite number is 42."
+
+
+def test_a_later_statement_wins():
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    ask(agent, "My favorite number is 42.")
+    ask(agent, "Actually, my favorite number is 7.")
+    assert ask(agent, "What is my favorite number?") == "Your favorite number is 7."
+
+
+def test_says_plainly_what_it_cannot_see_and_never_guesses():
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    ask(agent, "My name is Pin.")
+    answer = ask(agent, "What is my name and my codename?")
+    assert answer == "Your name is Pin. I cannot see your codename in this conversation."
+    fresh = Agent(model=OfflineModel(), callback_handler=None)
+    assert ask(fresh, "What is my name?") == "I cannot see your name in this conversation."
+
+
+def test_is_deterministic():
+    replies = []
+    for _ in range(2):
+        agent = Agent(model=OfflineModel(), callback_handler=None)
+        replies.append([ask(agent, p) for p in ["My codename is ORION.", "Rain is wet.", "What is my codename?"]])
+    assert replies[0] == replies[1]
+
+
+def test_reads_system_prompt_json_manifest_and_spelling_variants():
+    model = OfflineModel()
+    manifest = 'You are concise.\n<manifest>\n{"codename": "ORION", "user": {"plan": "pro"}}\n</manifest>'
+    reply = model.respond([user("What is my codename and my plan?")], system_prompt=manifest)
+    assert reply == {"text": "Your codename is ORION and your plan is pro."}
+    assert model.respond([user("My favourite colour is teal."), user("What is my favorite color?")]) == {
+        "text": "Your favorite color is teal."
+    }
+
+
+def test_does_not_match_a_vague_key_to_a_specific_fact():
+    model = OfflineModel()
+    reply = model.respond([user("My favorite number is 42."), user("What is my number?")])
+    assert reply == {"text": "I cannot see your number in this conversation."}
+
+
+def test_forgets_what_leaves_the_sliding_window():
+    agent = Agent(
+        model=OfflineModel(), callback_handler=None, conversation_manager=SlidingWindowConversationManager(window_size=4)
+    )
+    ask(agent, "My codename is ORION.")
+    ask(agent, "The weather is mild.")
+    assert ask(agent, "What is my codename?") == "Your codename is ORION."  # trimmed only after this turn
+    ask(agent, "Tea is hot.")
+    ask(agent, "Rain is wet.")  # the window now holds only the last two turns
+    assert ask(agent, "What is my codename?") == "I cannot see your codename in this conversation."
+
+
+def test_summary_keeps_the_facts_of_the_summarized_messages():
+    manager = SummarizingConversationManager(
+        summary_ratio=0.3, preserve_recent_messages=2, proactive_compression={"compression_threshold": 0.00005}
+    )
+    agent = Agent(model=OfflineModel(), callback_handler=None, conversation_manager=manager)
+    for prompt in ["My codename is ORION.", "The weather is mild.", "Tea is hot.", "Trains are fast."]:
+        ask(agent, prompt)
+    summary = agent.messages[0]
+    assert summary["role"] == "user"
+    assert summary["content"][0]["text"].startswith("## Conversation Summary")
+    assert "The user's codename is ORION." in summary["content"][0]["text"]
+    assert not any("My codename is ORION." in str(m) for m in agent.messages)
+    assert ask(agent, "What is my codename?") == "Your codename is ORION."
+
+
+def test_summary_of_messages_without_the_fact_does_not_invent_it():
+    model = OfflineModel()
+    text = model.respond([user("Tea is hot."), assistant("Noted."), user("Please summarize this conversation.")])["text"]
+    assert "codename" not in text and "No facts about the user were stated." in text
+
+
+def test_calls_the_memory_search_tool_then_answers_from_its_result(tmp_path):
+    store = TestMemoryStore(name="notes", path=str(tmp_path / "memory.json"), writable=True)
+    asyncio.run(store.add("The user's codename is ORION."))
+    manager = MemoryManager(stores=[store], search_tool_config=True, injection=False)
+    agent = Agent(model=OfflineModel(), callback_handler=None, memory_manager=manager)
+    assert ask(agent, "What is my codename?") == "Your codename is ORION."
+    tool_use = agent.messages[1]["content"][0]["toolUse"]
+    assert tool_use["name"] == "search_memory" and tool_use["input"] == {"query": "What is my codename?"}
+    assert "toolResult" in agent.messages[2]["content"][0]
+
+
+def test_searches_once_and_admits_a_miss(tmp_path):
+    store = TestMemoryStore(name="notes", path=str(tmp_path / "memory.json"), writable=True)
+    manager = MemoryManager(stores=[store], search_tool_config=True, injection=False)
+    agent = Agent(model=OfflineModel(), callback_handler=None, memory_manager=manager)
+    assert ask(agent, "What is my codename?") == "I cannot see your codename in this conversation."
+    assert len(agent.messages) == 4  # question, one tool call, its result, the answer
+
+
+def test_answers_from_an_injected_memory_block(tmp_path):
+    store = TestMemoryStore(name="notes", path=str(tmp_path / "memory.json"), writable=True)
+    asyncio.run(store.add("The user prefers deployments to happen on Tuesday mornings."))
+    manager = MemoryManager(stores=[store], search_tool_config=False, injection=True)
+    agent = Agent(model=OfflineModel(), callback_handler=None, memory_manager=manager)
+    answer = ask(agent, "When do deployments happen?")
+    assert answer == "From memory: The user prefers deployments to happen on Tuesday mornings."
+
+
+def test_reports_usage_by_the_sdk_estimate():
+    agent = Agent(model=OfflineModel(), callback_handler=None, system_prompt="Be brief.")
+    result = agent("My name is Pin.")
+    usage = result.metrics.latest_agent_invocation.usage
+    expected_input = _estimate_tokens_with_heuristic([user("My name is Pin.")], None, "Be brief.")
+    assert usage["inputTokens"] == expected_input
+    assert usage["outputTokens"] == -(-len("Noted: your name is Pin.") // 4)
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+    assert agent.messages[-1]["metadata"]["usage"] == usage
+
+
+def test_context_window_default_and_configurable():
+    assert OfflineModel().context_window_limit == NOVA_PRO_CONTEXT_WINDOW == 300_000
+    model = OfflineModel(context_window_limit=1_000)
+    assert model.context_window_limit == 1_000
+    assert model.estimate_utilization(15) == pytest.approx(0.015)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"context_window_limit": 0}, "context_window_limit"),
+        ({"overflow_at_tokens": -5}, "overflow_at_tokens"),
+        ({"temperature": 0.2}, "has no setting"),
+    ],
+)
+def test_bad_settings_are_refused(settings, message):
+    with pytest.raises(ValueError, match=message):
+        OfflineModel(**settings)
+
+
+def test_raises_context_overflow_above_the_configured_size():
+    model = OfflineModel(overflow_at_tokens=10)
+
+    async def call(text):
+        return [event async for event in model.stream([user(text)])]
+
+    asyncio.run(call("Hi."))
+    with pytest.raises(ContextWindowOverflowException, match="overflow_at_tokens=10"):
+        asyncio.run(call("This sentence is long enough to pass ten estimated tokens on its own."))
+
+
+def test_reactive_summary_after_an_overflow():
+    model = OfflineModel()
+    manager = SummarizingConversationManager(
+        summary_ratio=0.5, preserve_recent_messages=2, summarization_system_prompt="Summarize."
+    )
+    agent = Agent(model=model, callback_handler=None, conversation_manager=manager)
+    filler = "The committee discussed the quarterly schedule at length and agreed to revisit it later. " * 2
+    ask(agent, "My codename is ORION. " + filler)
+    for _ in range(3):
+        ask(agent, filler)
+    assert manager.removed_message_count == 0
+    model.update_config(overflow_at_tokens=150)  # the next call (about 213 tokens) overflows
+    assert ask(agent, "What is my codename?") == "Your codename is ORION."
+    assert manager.removed_message_count == 4
+    assert agent.messages[0]["role"] == "user"
+    assert "The user's codename is ORION." in agent.messages[0]["content"][0]["text"]
+
+
+def test_insufficient_messages_to_summarize_is_the_sdk_error():
+    model = OfflineModel(overflow_at_tokens=5)
+    agent = Agent(
+        model=model,
+        callback_handler=None,
+        conversation_manager=SummarizingConversationManager(preserve_recent_messages=2),
+    )
+    with pytest.raises(ContextWindowOverflowException, match="insufficient messages for summarization"):
+        agent("My codename is ORION and this message alone is over the limit.")
+
+
+def test_structured_output_fills_fields_it_can_see_and_refuses_others():
+    class Profile(BaseModel):
+        name: str
+        favorite_number: str
+
+    model = OfflineModel()
+    agent = Agent(model=model, callback_handler=None)
+    ask(agent, "My name is Pin and my favorite number is 42.")
+
+    async def collect(messages):
+        return [event async for event in model.structured_output(Profile, messages)]
+
+    events = asyncio.run(collect(agent.messages))
+    assert events[-1]["output"] == Profile(name="Pin", favorite_number="42")
+    with pytest.raises(ValueError, match="cannot see name, favorite_number"):
+        asyncio.run(collect([user("Hello.")]))
+
+
+def test_never_opens_a_network_connection(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the offline model tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    ask(agent, "My name is Pin.")
+    assert ask(agent, "What is my name?") == "Your name is Pin."
+
+
+def test_latency_is_reported_as_whole_milliseconds():
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    started = time.perf_counter()
+    agent("My name is Pin.")
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    latency = agent.messages[-1]["metadata"]["metrics"]["latencyMs"]
+    assert isinstance(latency, int) and 0 <= latency <= elapsed_ms

@@ -1,0 +1,111 @@
+"""Listing a session, reading agent.json's blocks, and refusing damaged files without deleting them."""
+
+from __future__ import annotations
+
+import pytest
+from strands import Agent
+from strands.session import FileSessionManager
+
+from companion.offline_model import OfflineModel
+from companion.session_files import (
+    CorruptSessionError,
+    agent_dir,
+    agent_json_blocks,
+    check_session,
+    files_with_sizes,
+    message_files,
+    session_dir,
+    show_agent_json,
+    tree,
+)
+from companion.workspace import UnsafePathError
+
+
+@pytest.fixture
+def session(tmp_path):
+    agent = Agent(
+        model=OfflineModel(),
+        session_manager=FileSessionManager(session_id="demo", storage_dir=str(tmp_path / "sessions")),
+        callback_handler=None,
+    )
+    agent.state.set("plan", "pro")
+    agent("My name is Pin.")
+    return tmp_path / "sessions"
+
+
+def test_tree_shows_relative_paths_and_byte_sizes(session, tmp_path):
+    text = tree(session, tmp_path)
+    assert text.splitlines()[0] == "sessions/"
+    assert "session_demo/" in text
+    size = (agent_dir(session, "demo") / "agent.json").stat().st_size
+    assert f"agent.json  ({size:,} bytes)" in text
+    assert str(tmp_path) not in text
+
+
+def test_tree_of_a_missing_directory(tmp_path):
+    assert tree(tmp_path / "nope", tmp_path) == "nope/  (does not exist)"
+
+
+def test_files_sort_naturally(tmp_path):
+    for index in [10, 2, 1]:
+        (tmp_path / f"message_{index}.json").write_text("{}")
+    assert list(files_with_sizes(tmp_path)) == ["message_1.json", "message_2.json", "message_10.json"]
+    assert tree(tmp_path).splitlines()[1:] == [
+        "├── message_1.json  (2 bytes)",
+        "├── message_2.json  (2 bytes)",
+        "└── message_10.json  (2 bytes)",
+    ]
+
+
+def test_message_files_follow_messages(session):
+    assert [p.name for p in message_files(session, "demo")] == ["message_0.json", "message_1.json"]
+    assert message_files(session, "other") == []
+
+
+def test_agent_json_blocks(session):
+    blocks = agent_json_blocks(agent_dir(session, "demo") / "agent.json")
+    assert list(blocks) == ["state", "conversation_manager_state", "_internal_state"]
+    assert blocks["state"] == {"plan": "pro"}
+    shown = show_agent_json(agent_dir(session, "demo") / "agent.json")
+    assert "created_at" not in shown and '"removed_message_count": 0' in shown
+
+
+def test_check_session_counts_files(session):
+    assert check_session(session, "demo") == 4
+
+
+def test_corrupt_file_is_named_and_kept(session):
+    damaged = message_files(session, "demo")[1]
+    damaged.write_text('{"message": ')
+    with pytest.raises(CorruptSessionError, match="message_1.json is not valid JSON") as raised:
+        check_session(session, "demo")
+    assert "Nothing was deleted" in str(raised.value)
+    assert damaged.read_text() == '{"message": '
+
+
+def test_a_file_that_is_json_but_not_an_object(session):
+    (agent_dir(session, "demo") / "agent.json").write_text("[1, 2]")
+    with pytest.raises(CorruptSessionError, match="holds list, not a JSON object"):
+        agent_json_blocks(agent_dir(session, "demo") / "agent.json")
+
+
+def test_a_foreign_json_file_is_not_an_agent_json(tmp_path):
+    path = tmp_path / "agent.json"
+    path.write_text('{"hello": 1}')
+    with pytest.raises(CorruptSessionError, match="not an agent.json"):
+        agent_json_blocks(path)
+
+
+def test_binary_garbage_is_reported(tmp_path):
+    path = tmp_path / "agent.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(CorruptSessionError):
+        agent_json_blocks(path)
+    assert path.exists()
+
+
+def test_unsafe_ids_never_become_paths(tmp_path):
+    with pytest.raises(UnsafePathError):
+        session_dir(tmp_path, "../outside")
+    with pytest.raises(UnsafePathError):
+        agent_dir(tmp_path, "demo", "../../x")

@@ -18,9 +18,12 @@ DEFAULT_PLANT = "My name is Pin and my favorite number is 42. Just acknowledge, 
 DEFAULT_RECALL = "What is my name and my favorite number?"
 
 
-def phase(prompt: str, backend: str, session_id: str | None, storage_dir: str) -> None:
-    """One process's whole life: build an agent on the session (if any), send one prompt, print, exit."""
+def phase(
+    prompt: str | None, backend: str, session_id: str | None, storage_dir: str, window_size: int | None = None
+) -> None:
+    """One process's whole life: build an agent on the session (if any), send one prompt (if any), print, exit."""
     from strands import Agent
+    from strands.agent.conversation_manager import SlidingWindowConversationManager
     from strands.session import FileSessionManager
 
     from companion.backends import make_model
@@ -28,8 +31,13 @@ def phase(prompt: str, backend: str, session_id: str | None, storage_dir: str) -
     session_manager = None
     if session_id is not None:
         session_manager = FileSessionManager(session_id=session_id, storage_dir=storage_dir)
-    agent = Agent(model=make_model(backend), session_manager=session_manager, callback_handler=None)
+    window = SlidingWindowConversationManager(window_size=window_size) if window_size else None
+    agent = Agent(
+        model=make_model(backend), session_manager=session_manager, conversation_manager=window, callback_handler=None
+    )
     print(f"messages restored: {len(agent.messages)}")
+    if prompt is None:
+        return
     result = agent(prompt)
     print(f"reply: {str(result).strip()}")
     print(f"messages now: {len(agent.messages)}")
@@ -50,14 +58,18 @@ class PhaseFailed(RuntimeError):
 
 
 def run_phase(
-    prompt: str,
+    prompt: str | None,
     *,
     backend: str,
     session_id: str | None,
     storage_dir: str | os.PathLike,
+    window_size: int | None = None,
     timeout: float = 300,
 ) -> PhaseResult:
-    """Run :func:`phase` in a new Python process, working inside `storage_dir`'s parent (the workspace)."""
+    """Run :func:`phase` in a new Python process, working inside `storage_dir`'s parent (the workspace).
+
+    A `prompt` of None only restores the session and reports how many messages came back.
+    """
     from .workspace import check_session_id, inside_root
 
     storage = inside_root(storage_dir)
@@ -65,9 +77,11 @@ def run_phase(
     args = [sys.executable, "-m", "companion.restart_test", "--backend", backend, "--storage-dir", str(storage)]
     if session_id is not None:
         args += ["--session-id", check_session_id(session_id)]
+    if window_size is not None:
+        args += ["--window-size", str(int(window_size))]
     env = dict(os.environ, PYTHONPATH=_package_parent(), PYTHONIOENCODING="utf-8")
     process = subprocess.Popen(
-        args + ["--", prompt],
+        args + ([] if prompt is None else ["--", prompt]),
         cwd=storage.parent,
         env=env,
         stdout=subprocess.PIPE,
@@ -98,9 +112,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--backend", default="offline")
     parser.add_argument("--session-id", default=None, help="omit to run an agent with no session manager")
     parser.add_argument("--storage-dir", required=True)
-    parser.add_argument("prompt")
+    parser.add_argument("--window-size", type=int, default=None, help="a sliding window of this many messages")
+    parser.add_argument("prompt", nargs="?", default=None, help="omit to restore the session without a call")
     args = parser.parse_args(argv)
-    phase(args.prompt, args.backend, args.session_id, args.storage_dir)
+    phase(args.prompt, args.backend, args.session_id, args.storage_dir, args.window_size)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+"""What the model sees versus what the session stores, counted after every turn."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from strands import Agent
+
+from .session_files import agent_dir, message_files, read_json
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """All the text of one message, tool results included."""
+    parts = []
+    for block in message.get("content", []):
+        if "text" in block:
+            parts.append(block["text"])
+        for item in block.get("toolResult", {}).get("content", []):
+            parts.append(item.get("text", ""))
+    return " ".join(parts)
+
+
+def is_summary(message: dict[str, Any]) -> bool:
+    """The SDK's summarizing manager inserts its summary as a user message; the offline model titles it so."""
+    return message["role"] == "user" and message_text(message).lstrip().startswith("## Conversation Summary")
+
+
+def turn_counters(
+    agent: Agent, storage_dir: str | os.PathLike, session_id: str, fact: str, agent_id: str = "default"
+) -> dict[str, Any]:
+    """Counters after a turn.
+
+    visible: messages the model will see next call (len(agent.messages));
+    stored: message files the session wrote; removed: removed_message_count from agent.json;
+    summaries: summary messages among the visible ones; fact_visible: whether `fact` appears in a visible message.
+    """
+    record = read_json(agent_dir(storage_dir, session_id, agent_id) / "agent.json")
+    return {
+        "visible": len(agent.messages),
+        "stored": len(message_files(storage_dir, session_id, agent_id)),
+        "removed": record["conversation_manager_state"]["removed_message_count"],
+        "summaries": sum(1 for m in agent.messages if is_summary(m)),
+        "fact_visible": any(fact in message_text(m) for m in agent.messages),
+    }

@@ -1,0 +1,109 @@
+"""The workbook's plots, sized and labelled to be read from the back of a room."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+STYLE = {
+    "font.size": 14,
+    "axes.titlesize": 16,
+    "axes.labelsize": 14,
+    "legend.fontsize": 12,
+    "lines.linewidth": 2.5,
+    "lines.markersize": 8,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+}
+
+
+def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | None = None) -> Figure:
+    """Messages visible to the model vs messages stored on disk, per turn, with the turn where they part marked."""
+    turns = [row["turn"] for row in rows]
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(10, 5.5))
+        ax.plot(turns, [row["stored"] for row in rows], "s-", color="tab:gray", label="stored on disk (message files)")
+        ax.plot(turns, [row["visible"] for row in rows], "o-", color="tab:blue", label="visible to the model")
+        ax.axhline(window_size, color="tab:blue", linestyle=":", linewidth=1.5, label=f"window_size = {window_size}")
+        lost = [row["turn"] for row in rows if not row["fact_visible"]]
+        if lost:
+            ax.axvspan(lost[0] - 0.5, turns[-1] + 0.5, color="tab:red", alpha=0.08, label="planted fact out of view")
+        parted = next((row["turn"] for row in rows if row["visible"] < row["stored"]), None)
+        if parted is not None:
+            ax.axvline(parted, color="tab:red", linestyle="--", linewidth=1.5)
+            ax.annotate(
+                f"turn {parted}: visible < stored",
+                xy=(parted, window_size),
+                xytext=(10, -36),
+                textcoords="offset points",
+                color="tab:red",
+            )
+        ax.set_xlabel("turn")
+        ax.set_ylabel("messages")
+        ax.set_xticks(turns)
+        ax.set_ylim(0, max(row["stored"] for row in rows) + 2)
+        ax.set_title(title or f"Sliding window of {window_size} messages: what the model sees vs what is stored")
+        ax.legend(loc="upper left")
+        fig.tight_layout()
+    return fig
+
+
+def counts_plot(series: dict[str, Sequence[int]], title: str, ylabel: str = "messages visible to the model") -> Figure:
+    """One line per labelled series over turns 1..n."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(10, 5.5))
+        for (label, values), marker in zip(series.items(), "osD^v<>"):
+            ax.plot(range(1, len(values) + 1), values, marker + "-", label=label)
+        ax.set_xlabel("turn")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(range(1, max(len(v) for v in series.values()) + 1))
+        ax.set_ylim(bottom=0)
+        ax.set_title(title)
+        ax.legend(loc="upper left")
+        fig.tight_layout()
+    return fig
+
+
+def threshold_sweep_plot(thresholds: Sequence[float], first_turns: Sequence[int | None], turns: int) -> Figure:
+    """The turn at which the first summary fires, against the compression threshold (log scale)."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(10, 5.5))
+        fired = [(t, f) for t, f in zip(thresholds, first_turns) if f is not None]
+        never = [t for t, f in zip(thresholds, first_turns) if f is None]
+        if fired:
+            ax.plot(*zip(*fired), "o-", color="tab:blue", label="first summary at this turn")
+        if never:
+            ax.plot(never, [turns + 1] * len(never), "x", color="tab:red", markersize=12, mew=3,
+                    label=f"never fired in {turns} turns")
+        ax.set_xscale("log")
+        ax.set_xlabel("compression_threshold (fraction of the context window, log scale)")
+        ax.set_ylabel("turn of the first summary")
+        ax.set_ylim(0, turns + 2)
+        ax.set_yticks(range(1, turns + 2))
+        ax.set_yticklabels([str(t) for t in range(1, turns + 1)] + ["never"])
+        ax.set_title("Summaries wait for context pressure: lower thresholds fire sooner")
+        ax.legend(loc="upper left")
+        fig.tight_layout()
+    return fig
+
+
+def token_curves_plot(curves: dict[str, Sequence[int]], title: str) -> Figure:
+    """Input tokens per turn, one curve per strategy, and their running totals beside them."""
+    with plt.rc_context(STYLE):
+        fig, (per_turn, total) = plt.subplots(1, 2, figsize=(15, 6))
+        for (label, values), marker in zip(curves.items(), "osD^v<>"):
+            turns = range(1, len(values) + 1)
+            per_turn.plot(turns, values, marker + "-", markersize=5, label=label)
+            running = [sum(values[: i + 1]) for i in range(len(values))]
+            total.plot(turns, running, marker + "-", markersize=5, label=label)
+        per_turn.set_title("Input tokens sent per turn")
+        total.set_title("Cumulative input tokens")
+        for ax in (per_turn, total):
+            ax.set_xlabel("turn")
+            ax.set_ylabel("input tokens")
+        per_turn.legend(loc="upper left")
+        fig.suptitle(title)
+        fig.tight_layout()
+    return fig

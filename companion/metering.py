@@ -1,0 +1,70 @@
+"""A model wrapper that records the usage every call reports: the meter behind notebook 07's cost curves."""
+
+from __future__ import annotations
+
+from typing import Any, AsyncGenerator, AsyncIterable, TypeVar
+
+from pydantic import BaseModel
+from strands.models import Model
+from strands.types.content import Messages
+from strands.types.streaming import StreamEvent
+from strands.types.tools import ToolSpec
+
+from .offline_model import SUMMARY_REQUEST
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _is_summary_request(messages: Messages) -> bool:
+    last = messages[-1] if messages else None
+    return bool(last) and last["role"] == "user" and any(b.get("text") == SUMMARY_REQUEST for b in last["content"])
+
+
+class MeteredModel(Model):
+    """Wraps any Strands model and appends each call's reported usage to `calls`.
+
+    A call whose last message is the summarizing manager's "Please summarize this conversation." is recorded with
+    kind "summary"; every other call with kind "turn". Works the same on the offline model and on Bedrock, because it
+    reads the usage the model reports, not an estimate of its own.
+    """
+
+    def __init__(self, inner: Model) -> None:
+        """Wrap `inner`; its configuration and context window are the wrapper's."""
+        self.inner = inner
+        self.calls: list[dict[str, Any]] = []
+
+    def update_config(self, **model_config: Any) -> None:
+        """Configure the wrapped model."""
+        self.inner.update_config(**model_config)
+
+    def get_config(self) -> Any:
+        """The wrapped model's configuration (so context_window_limit is the wrapped model's)."""
+        return self.inner.get_config()
+
+    async def count_tokens(self, *args: Any, **kwargs: Any) -> int:
+        """The wrapped model's estimate."""
+        return await self.inner.count_tokens(*args, **kwargs)
+
+    async def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterable[StreamEvent]:
+        """Pass the call through and record the usage in its metadata event."""
+        kind = "summary" if _is_summary_request(messages) else "turn"
+        async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
+            if "metadata" in event and "usage" in event["metadata"]:
+                usage = event["metadata"]["usage"]
+                self.calls.append(
+                    {"kind": kind, "input": usage["inputTokens"], "output": usage["outputTokens"], "messages": len(messages)}
+                )
+            yield event
+
+    async def structured_output(
+        self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncGenerator[dict[str, T | Any], None]:
+        """Delegated unmetered: the workbook's lessons do not use structured output."""
+        async for event in self.inner.structured_output(output_model, prompt, system_prompt, **kwargs):
+            yield event

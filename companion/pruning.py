@@ -1,0 +1,98 @@
+"""Hand-built memory: store every message, prune on read (the design of seed article 000, written anew here).
+
+The SDK ships the same two strategies as conversation managers (SlidingWindowConversationManager truncates,
+SummarizingConversationManager summarizes). Notebook 07 runs this hand-built version beside them on the same script,
+so the mechanism is visible instead of hidden inside a manager.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Literal
+
+from strands.types.content import Message
+
+from .workspace import check_session_id
+
+Strategy = Literal["truncate", "summarize"]
+Summarizer = Callable[[list[Message]], str]
+
+
+def count_tokens(messages: list[Message]) -> int:
+    """Estimate tokens as the SDK's heuristic does for text: ceil(characters / 4) per text block."""
+    return sum(math.ceil(len(block["text"]) / 4) for m in messages for block in m["content"] if "text" in block)
+
+
+def prune(
+    messages: list[Message],
+    *,
+    strategy: Strategy = "truncate",
+    max_tokens: int = 4000,
+    summarizer: Summarizer | None = None,
+    preserve_recent: int = 2,
+) -> list[Message]:
+    """The view of `messages` to send to the model, within `max_tokens`. The input list is never modified.
+
+    Within budget: everything, at no cost. Over it, "truncate" keeps the newest messages that fit, starting at a user
+    message; "summarize" replaces all but the `preserve_recent` newest with one user-role summary written by `summarizer`
+    (one extra model call).
+    """
+    if strategy not in ("truncate", "summarize"):
+        raise ValueError(f"Unknown pruning strategy {strategy!r}; choose 'truncate' or 'summarize'.")
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens!r}")
+    if count_tokens(messages) <= max_tokens or len(messages) <= 1:
+        return list(messages)
+    if strategy == "truncate":
+        return _truncate(messages, max_tokens)
+    if summarizer is None:
+        raise ValueError("The 'summarize' strategy needs a summarizer: a function from messages to summary text.")
+    return _summarize(messages, summarizer, preserve_recent)
+
+
+def _truncate(messages: list[Message], max_tokens: int) -> list[Message]:
+    kept: list[Message] = []
+    for message in reversed(messages):
+        if count_tokens(kept + [message]) > max_tokens:
+            break
+        kept.insert(0, message)
+    while kept and kept[0]["role"] != "user":
+        kept.pop(0)
+    return kept
+
+
+def _summarize(messages: list[Message], summarizer: Summarizer, preserve_recent: int) -> list[Message]:
+    keep = max(0, min(preserve_recent, len(messages) - 1))
+    older, recent = messages[: len(messages) - keep], messages[len(messages) - keep :]
+    summary: Message = {"role": "user", "content": [{"text": summarizer(older).strip()}]}
+    return [summary, *recent]
+
+
+class JsonHistoryStore:
+    """Every message of a session in one JSON file, <base_dir>/session_<id>/messages.json, written atomically."""
+
+    def __init__(self, base_dir: str | os.PathLike) -> None:
+        """Keep sessions under `base_dir` (pass a workspace folder; nothing is written elsewhere)."""
+        self.base_dir = Path(base_dir)
+
+    def path(self, session_id: str) -> Path:
+        """Where a session's history lives."""
+        return self.base_dir / f"session_{check_session_id(session_id)}" / "messages.json"
+
+    def load(self, session_id: str) -> list[Message]:
+        """The stored history, or an empty list for a new session."""
+        path = self.path(session_id)
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else []
+
+    def save(self, session_id: str, messages: list[Message]) -> None:
+        """Replace the stored history; a crash mid-write leaves the previous file intact."""
+        path = self.path(session_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump(messages, file)
+        os.replace(temporary, path)

@@ -9,7 +9,7 @@ KERNEL := agent-memory
 WORKBOOK_BACKEND ?= offline
 export WORKBOOK_BACKEND
 
-.PHONY: lab test env clean-workspace
+.PHONY: lab test env notebooks clean-workspace
 
 env: $(STAMP)
 
@@ -27,6 +27,9 @@ lab: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -v
+
+notebooks: $(STAMP)
+	WORKBOOK_BACKEND=offline $(BIN)/python tools/refresh_notebooks.py
 
 clean-workspace:
 	rm -rf workspace

@@ -10,23 +10,29 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
-REPLAYS = {
-    "00_orientation.ipynb": {"workspace": "pm_00", "user_name": "Ada", "favorite_number": 7},
-    "01_restart_test.ipynb": {
-        "workspace": "pm_01",
-        "session_id": "papermill-restart",
-        "other_session_id": "nobody",
-        "user_name": "Ada",
-        "favorite_number": 7,
-    },
-    "02_agent_json_anatomy.ipynb": {
-        "workspace": "pm_02",
-        "session_id": "pm-state",
-        "snapshot_session_id": "pm-snapshot",
-        "user_name": "Ada",
-        "plan": "team",
-    },
-}
+# (notebook, parameters, a text the replay must print because of those parameters)
+REPLAYS = [
+    ("00_orientation.ipynb", {"workspace": "pm_00", "user_name": "Ada", "favorite_number": 7}, "Your name is Ada"),
+    (
+        "01_restart_test.ipynb",
+        {"workspace": "pm_01", "session_id": "papermill-restart", "other_session_id": "nobody", "user_name": "Ada", "favorite_number": 7},
+        "reply: Your name is Ada and your favorite number is 7.",
+    ),
+    (
+        "02_agent_json_anatomy.ipynb",
+        {"workspace": "pm_02", "session_id": "pm-state", "snapshot_session_id": "pm-snapshot", "user_name": "Ada", "plan": "team"},
+        "'plan': 'team'",
+    ),
+    ("03_sliding_window.ipynb", {"workspace": "pm_03a", "window_size": 4, "codename": "PHOENIX"}, "first turn where visible < stored : 3"),
+    ("03_sliding_window.ipynb", {"workspace": "pm_03b", "window_size": 10, "turns": 12}, "first turn where visible < stored : 6"),
+    ("04_state_manifest.ipynb", {"workspace": "pm_04", "window_size": 4, "turns": 9, "codename": "PHOENIX"}, "Your codename is PHOENIX."),
+    (
+        "05_summarization.ipynb",
+        {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX"},
+        "firing_threshold = 0.0001 of 300,000 tokens = 30 tokens",
+    ),
+    ("07_cost_of_remembering.ipynb", {"workspace": "pm_07", "turns": 12, "window_size": 6, "codename": "PHOENIX"}, "12 turns;"),
+]
 
 
 def replay(name: str, tmp_path: Path, parameters: dict) -> nbformat.NotebookNode:
@@ -49,16 +55,17 @@ def printed(notebook: nbformat.NotebookNode) -> str:
 
 
 def test_every_notebook_has_a_replay():
-    assert sorted(REPLAYS) == sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+    assert sorted({name for name, _, _ in REPLAYS}) == sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 
 
-@pytest.mark.parametrize("name", sorted(REPLAYS))
-def test_replay_with_other_parameters(name, tmp_path, workspace_root):
-    notebook = replay(name, tmp_path, REPLAYS[name])
+@pytest.mark.parametrize("name, parameters, expected", REPLAYS, ids=[p["workspace"] for _, p, _ in REPLAYS])
+def test_replay_with_other_parameters(name, parameters, expected, tmp_path, workspace_root):
+    notebook = replay(name, tmp_path, parameters)
     text = printed(notebook)
     assert "All checks passed." in text
-    assert "Ada" in text and "Pin" not in text, "the replay used the injected parameters"
-    assert (workspace_root / REPLAYS[name]["workspace"]).is_dir(), "it wrote inside its own workspace"
+    assert expected in text, "the replay used the injected parameters"
+    assert (workspace_root / parameters["workspace"]).is_dir(), "it wrote inside its own workspace"
+    assert sorted(p.name for p in workspace_root.iterdir()) == [parameters["workspace"]], "and nowhere else"
 
 
 def test_unsafe_workspace_parameter_stops_the_replay(tmp_path, workspace_root):
@@ -74,6 +81,11 @@ def test_unsafe_session_id_parameter_stops_the_replay(tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match="Unsafe session id"):
         replay("01_restart_test.ipynb", tmp_path, {"workspace": "pm_bad", "session_id": "../../escape"})
     assert not (workspace_root.parent / "escape").exists()
+
+
+def test_odd_window_is_refused_with_a_reason(tmp_path, workspace_root):
+    with pytest.raises(papermill.PapermillExecutionError, match="window_size must be an even number"):
+        replay("03_sliding_window.ipynb", tmp_path, {"workspace": "pm_odd", "window_size": 5})
 
 
 def test_unknown_backend_parameter_lists_the_choices(tmp_path, workspace_root):

@@ -46,9 +46,12 @@ def test_constraints_agree_with_the_pins():
     constraints = dict(
         line.split("==") for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line
     )
-    lowered = {name.lower().replace("_", "-"): version for name, version in constraints.items()}
+    def canonical(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    lowered = {canonical(name): version for name, version in constraints.items()}
     for name, version in pyproject_pins().items():
-        assert lowered[name.lower()] == version, name
+        assert lowered[canonical(name)] == version, name
 
 
 def test_ci_calls_the_readme_test_command():

@@ -1,0 +1,289 @@
+"""Long-term memory in one SQLite file: sqlite-vec for search by meaning, FTS5 for search by keyword.
+
+`SqliteVecMemoryStore` implements the SDK's `strands.memory.MemoryStore` protocol (name, description,
+max_search_results, writable, extraction; async `search` and `add`), so `MemoryManager` can offer it to an agent as a
+search tool, inject from it, and extract into it. Synchronous twins (`put`, `search_vectors`, `search_keywords`) serve
+notebooks and the evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import sqlite_vec
+from strands.memory import MemoryEntry
+
+from .embeddings import Embedder
+
+logger = logging.getLogger(__name__)
+SCHEMA_VERSION = "1"
+
+
+class StoreError(RuntimeError):
+    """A database file that is not (or not yet) a workbook memory store; nothing in it was changed."""
+
+
+class EmbedderMismatchError(StoreError):
+    """Vectors of one embedder searched or extended with another's: the spaces are not comparable."""
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What `put` did: the memory's id, whether it was new, and how many characters were left out of its vector."""
+
+    id: str
+    added: bool
+    unembedded_chars: int = 0
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result with its score (cosine similarity for vectors, -bm25 for keywords: higher is better)."""
+
+    id: str
+    content: str
+    score: float
+
+
+def connect(path: str | os.PathLike) -> tuple[Any, Any]:
+    """Open SQLite with sqlite-vec loaded: the standard `sqlite3` if it can load extensions, else `sqlean`.
+
+    Returns (connection, the DB-API module that made it), so callers catch that module's errors.
+    """
+    import sqlite3
+
+    connection = sqlite3.connect(str(path), check_same_thread=False)
+    if hasattr(connection, "enable_load_extension"):
+        try:
+            connection.enable_load_extension(True)
+            sqlite_vec.load(connection)
+            connection.enable_load_extension(False)
+            return connection, sqlite3
+        except sqlite3.OperationalError:
+            pass
+    connection.close()
+    import sqlean
+
+    connection = sqlean.connect(str(path), check_same_thread=False)
+    connection.enable_load_extension(True)
+    sqlite_vec.load(connection)
+    connection.enable_load_extension(False)
+    return connection, sqlean
+
+
+def _normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def keyword_query(text: str) -> str:
+    """An FTS5 query that ORs the words of `text` (quoted, so punctuation cannot break the syntax)."""
+    words = re.findall(r"\w+", text.lower())
+    return " OR ".join(f'"{word}"' for word in dict.fromkeys(words))
+
+
+class SqliteVecMemoryStore:
+    """A Strands memory store backed by one SQLite file with a sqlite-vec index and an FTS5 index."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        embedder: Embedder,
+        *,
+        name: str = "vector-memory",
+        description: str = "Facts about the user, searched by meaning.",
+        max_search_results: int = 5,
+        min_score: float | None = None,
+        writable: bool = True,
+        extraction: Any = None,
+    ) -> None:
+        """Open (or create) the store at `path` (":memory:" for a throw-away one) for `embedder`'s vectors.
+
+        Raises StoreError for a file that is not a memory store and EmbedderMismatchError for another embedder's store;
+        in both cases the file is left exactly as it was.
+        """
+        self.name = name
+        self.description = description
+        self.max_search_results = max_search_results
+        self.min_score = min_score
+        self.writable = writable
+        self.extraction = extraction
+        self.embedder = embedder
+        self.path = str(path)
+        self._lock = threading.Lock()
+        self._db, self._module = connect(self.path)
+        try:
+            self._open()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _open(self) -> None:
+        try:
+            tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+        except self._module.DatabaseError as error:
+            raise StoreError(
+                f"{self.path} is not a SQLite database ({error}). Nothing was changed: "
+                "point the store at a new file, or move this one aside."
+            ) from None
+        if not tables:
+            self._create()
+            return
+        if "store_info" not in tables:
+            raise StoreError(
+                f"{self.path} is a SQLite database with other tables ({', '.join(sorted(tables)[:5])}), not a memory "
+                "store. Nothing was changed: use a new file for the store."
+            )
+        info = dict(self._db.execute("SELECT key, value FROM store_info"))
+        if info.get("model_id") != self.embedder.model_id or int(info.get("dimensions", 0)) != self.embedder.dimensions:
+            raise EmbedderMismatchError(
+                f"{self.path} holds vectors of {info.get('model_id')} ({info.get('dimensions')} dimensions); this store "
+                f"was opened with {self.embedder.model_id} ({self.embedder.dimensions} dimensions). Vectors of different "
+                "models are not comparable: open it with the same embedder, or build a new store and re-add the memories."
+            )
+
+    def _create(self) -> None:
+        with self._db:
+            self._db.execute("CREATE TABLE store_info (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            self._db.executemany(
+                "INSERT INTO store_info VALUES (?, ?)",
+                [("schema_version", SCHEMA_VERSION), ("model_id", self.embedder.model_id), ("dimensions", str(self.embedder.dimensions))],
+            )
+            self._db.execute(
+                "CREATE TABLE memories (id INTEGER PRIMARY KEY, content TEXT NOT NULL UNIQUE, metadata TEXT NOT NULL)"
+            )
+            self._db.execute(
+                f"CREATE VIRTUAL TABLE memory_vectors USING vec0(embedding float[{self.embedder.dimensions}] distance_metric=cosine)"
+            )
+            self._db.execute("CREATE VIRTUAL TABLE memory_keywords USING fts5(content, tokenize='unicode61 remove_diacritics 2')")
+
+    # ------------------------------------------------------------------ writing
+
+    def put(self, content: str, metadata: dict[str, Any] | None = None) -> AddResult:
+        """Store one memory (embedded now); the same text twice is stored once."""
+        return self.put_many([content], [metadata or {}])[0]
+
+    def put_many(self, contents: Sequence[str], metadatas: Sequence[dict[str, Any]] | None = None) -> list[AddResult]:
+        """Store many memories with one batched embedding call."""
+        if not self.writable:
+            raise StoreError(f"The memory store {self.name!r} is read-only (writable=False).")
+        metadatas = list(metadatas or [{} for _ in contents])
+        texts = [_normalise(c) for c in contents]
+        if any(not t for t in texts):
+            raise ValueError("A memory must contain some text; got an empty one.")
+        results: list[AddResult | None] = [None] * len(texts)
+        with self._lock:
+            fresh: dict[str, int] = {}
+            for index, text in enumerate(texts):
+                row = self._db.execute("SELECT id FROM memories WHERE content = ?", (text,)).fetchone()
+                if row:
+                    results[index] = AddResult(str(row[0]), added=False)
+                elif text not in fresh:
+                    fresh[text] = index
+            if fresh:
+                vectors = self.embedder.embed(list(fresh))
+                with self._db:
+                    for (text, index), vector in zip(fresh.items(), vectors):
+                        cut = self._unembedded(text)
+                        meta = dict(metadatas[index], **({"unembedded_chars": cut} if cut else {}))
+                        cursor = self._db.execute(
+                            "INSERT INTO memories (content, metadata) VALUES (?, ?)", (text, json.dumps(meta, ensure_ascii=False))
+                        )
+                        rowid = cursor.lastrowid
+                        self._db.execute(
+                            "INSERT INTO memory_vectors (rowid, embedding) VALUES (?, ?)",
+                            (rowid, np.asarray(vector, dtype=np.float32).tobytes()),
+                        )
+                        self._db.execute("INSERT INTO memory_keywords (rowid, content) VALUES (?, ?)", (rowid, text))
+                        results[index] = AddResult(str(rowid), added=True, unembedded_chars=cut)
+            for index, text in enumerate(texts):
+                if results[index] is None:  # a duplicate within this same batch
+                    results[index] = AddResult(results[fresh[text]].id, added=False)  # type: ignore[union-attr]
+        return results  # type: ignore[return-value]
+
+    def _unembedded(self, text: str) -> int:
+        """Characters past the embedder's token limit: stored and keyword-searchable, but not in the vector."""
+        part = getattr(self.embedder, "embedded_part", None)
+        if part is None:
+            return 0
+        kept = part(text)
+        cut = len(text) - len(kept)
+        if cut > 0:
+            logger.warning(
+                "memory is longer than %s word pieces: only its first %d characters are embedded; "
+                "the rest (%r...) is stored and keyword-searchable but not searchable by meaning",
+                getattr(self.embedder, "max_tokens", "?"),
+                len(kept),
+                text[len(kept) : len(kept) + 40].strip(),
+            )
+        return max(cut, 0)
+
+    # ------------------------------------------------------------------ reading
+
+    def count(self) -> int:
+        """How many memories the store holds."""
+        with self._lock:
+            return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+    def all(self) -> list[tuple[str, str, np.ndarray]]:
+        """Every memory with its vector, in insertion order (for plots)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT m.id, m.content, v.embedding FROM memories m JOIN memory_vectors v ON v.rowid = m.id ORDER BY m.id"
+            ).fetchall()
+        return [(str(i), c, np.frombuffer(e, dtype=np.float32)) for i, c, e in rows]
+
+    def search_vectors(self, query: str, k: int | None = None) -> list[Hit]:
+        """Nearest memories by cosine similarity of embeddings (exact search over the whole index)."""
+        k = k or self.max_search_results
+        vector = self.embedder.embed([query])[0]
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT v.rowid, v.distance, m.content FROM memory_vectors v JOIN memories m ON m.id = v.rowid "
+                "WHERE v.embedding MATCH ? AND k = ? ORDER BY v.distance",
+                (np.asarray(vector, dtype=np.float32).tobytes(), k),
+            ).fetchall()
+        hits = [Hit(str(rowid), content, round(1.0 - distance, 4)) for rowid, distance, content in rows]
+        return [h for h in hits if self.min_score is None or h.score >= self.min_score]
+
+    def search_keywords(self, query: str, k: int | None = None) -> list[Hit]:
+        """Memories sharing words with the query, ranked by FTS5's BM25 (any word may match)."""
+        k = k or self.max_search_results
+        expression = keyword_query(query)
+        if not expression:
+            return []
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT rowid, bm25(memory_keywords), content FROM memory_keywords WHERE memory_keywords MATCH ? "
+                "ORDER BY bm25(memory_keywords) LIMIT ?",
+                (expression, k),
+            ).fetchall()
+        return [Hit(str(rowid), content, round(-rank, 4)) for rowid, rank, content in rows]
+
+    # ------------------------------------------------------------------ the MemoryStore protocol
+
+    async def search(self, query: str, options: dict[str, Any] | None = None) -> list[MemoryEntry]:
+        """The SDK's search: vector hits, best first, each with its score in the metadata."""
+        k = (options or {}).get("max_search_results") or self.max_search_results
+        return [MemoryEntry(content=h.content, metadata={"score": h.score, "id": h.id}) for h in self.search_vectors(query, k)]
+
+    async def add(self, content: str, metadata: dict[str, Any] | None = None) -> str:
+        """The SDK's add (search tool, add tool, extraction): store one memory, return its id."""
+        return self.put(content, metadata).id
+
+    def close(self) -> None:
+        """Close the database file."""
+        self._db.close()
+
+    def __enter__(self) -> "SqliteVecMemoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

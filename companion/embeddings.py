@@ -136,7 +136,14 @@ class TitanEmbedder:
             import boto3
 
             region = region or os.environ.get("AWS_REGION") or "us-east-1"
-            client = boto3.client("bedrock-runtime", region_name=region)
+            session = boto3.Session(region_name=region)
+            if session.get_credentials() is None:
+                raise EmbeddingModelError(
+                    "The titan embedder needs AWS credentials, and none were found. Configure them with `aws configure` "
+                    f"(or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE), enable {self.model_id} for your "
+                    f"account in {region}, or use embedder='minilm', which runs offline."
+                )
+            client = session.client("bedrock-runtime")
         self._client = client
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -142,3 +142,48 @@ def match_key(asked: str, known: Iterable[str]) -> str | None:
     words = f" {asked} "
     candidates = [key for key in known if f" {key} " in words]
     return max(candidates, key=len) if candidates else None
+
+
+_REMEMBER = re.compile(r"^(?:please\s+)?remember(?:\s+that|\s+this)?\s*[:,]?\s+(?P<rest>.+)$", re.IGNORECASE | re.DOTALL)
+_FIRST_PERSON = [
+    (re.compile(r"^(?:i am|i'm)\b", re.IGNORECASE), "The user is"),
+    (re.compile(r"^(?:i have|i've)\b", re.IGNORECASE), "The user has"),
+    (re.compile(r"^(?:i do not|i don't)\b", re.IGNORECASE), "The user does not"),
+    (re.compile(r"^my\b", re.IGNORECASE), "The user's"),
+]
+
+
+def _third_person_verb(verb: str) -> str:
+    if re.search(r"(?:s|sh|ch|x|z|o)$", verb):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", verb):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def third_person(text: str) -> str:
+    """Restate a first-person sentence about the user in the third person, as memories are stored.
+
+    "I prefer deployments on Tuesday mornings." -> "The user prefers deployments on Tuesday mornings."
+    """
+    sentence = text.strip()
+    for pattern, replacement in _FIRST_PERSON:
+        if pattern.match(sentence):
+            sentence = pattern.sub(replacement, sentence, count=1)
+            break
+    else:
+        match = re.match(r"^i\s+(\w+)\b", sentence, re.IGNORECASE)
+        if match:
+            sentence = f"The user {_third_person_verb(match.group(1).lower())}{sentence[match.end():]}"
+    sentence = re.sub(r"\bmy\b", "the user's", sentence, flags=re.IGNORECASE)
+    sentence = re.sub(r"\bme\b", "the user", sentence, flags=re.IGNORECASE)
+    sentence = sentence[:1].upper() + sentence[1:]
+    return sentence if sentence.endswith((".", "!", "?")) else sentence + "."
+
+
+def remember_request(text: str) -> list[str]:
+    """The memories a "Please remember that ..." message asks to keep, in the third person; [] for other text."""
+    match = _REMEMBER.match(text.strip())
+    if not match:
+        return []
+    return [third_person(sentence) for sentence in sentences(match.group("rest"))]

@@ -24,7 +24,8 @@ class MeteredModel(Model):
     """Wraps any Strands model and appends each call's reported usage to `calls`.
 
     A call whose last message is the summarizing manager's "Please summarize this conversation." is recorded with
-    kind "summary"; every other call with kind "turn". Works the same on the offline model and on Bedrock, because it
+    kind "summary"; every other call with kind "turn". `last_messages` keeps what the last call sent, after any
+    middleware (such as memory injection) changed it. Works the same on the offline model and on Bedrock, because it
     reads the usage the model reports, not an estimate of its own.
     """
 
@@ -32,6 +33,7 @@ class MeteredModel(Model):
         """Wrap `inner`; its configuration and context window are the wrapper's."""
         self.inner = inner
         self.calls: list[dict[str, Any]] = []
+        self.last_messages: Messages = []  # exactly what the last call sent, injected memory included
 
     def update_config(self, **model_config: Any) -> None:
         """Configure the wrapped model."""
@@ -54,6 +56,7 @@ class MeteredModel(Model):
     ) -> AsyncIterable[StreamEvent]:
         """Pass the call through and record the usage in its metadata event."""
         kind = "summary" if _is_summary_request(messages) else "turn"
+        self.last_messages = messages
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
             if "metadata" in event and "usage" in event["metadata"]:
                 usage = event["metadata"]["usage"]

@@ -37,6 +37,12 @@ SUMMARY_REQUEST = "Please summarize this conversation."
 SEARCH_TOOL_NAME = "search_memory"
 """The name of the search tool that ``strands.memory.MemoryManager`` offers."""
 
+ADD_TOOL_NAME = "add_memory"
+"""The name of the add tool that ``strands.memory.MemoryManager`` offers when add_tool_config is on."""
+
+EXTRACTION_REQUEST = "Extract facts from the following transcript:"
+"""How the SDK's ModelExtractor opens its request (automatic memory extraction)."""
+
 _MEMORY_ENTRY = re.compile(r"<entry(?:\s[^>]*)?>(?P<content>.*?)</entry>", re.DOTALL)
 _MEMORY_BLOCK = re.compile(r"<memory>.*?</memory>", re.DOTALL)
 
@@ -120,10 +126,13 @@ class OfflineModel(Model):
     Behaviour, in the order it is checked on each call:
       1. Summarization request (the SDK's "Please summarize this conversation."): a bullet summary that
          restates every fact stated in the messages it was given, and nothing else.
-      2. A question ("...?"): answered from visible facts or memory entries; what it cannot see it says it
+      2. Extraction request (the SDK's ModelExtractor): a JSON array of the facts in the user's lines.
+      3. "Please remember that ..." with an ``add_memory`` tool offered: a call to that tool with the sentence
+         restated in the third person, then a confirmation.
+      4. A question ("...?"): answered from visible facts or memory entries; what it cannot see it says it
          cannot see. If a ``search_memory`` tool is offered and the answer is not visible, it calls the tool
          once and answers from the tool result.
-      3. Anything else: an acknowledgement that repeats the facts the message stated.
+      5. Anything else: an acknowledgement that repeats the facts the message stated.
     Every call reports usage as Bedrock does: input tokens by the SDK's own estimate, output tokens by the
     same characters/4 rule.
     """
@@ -178,6 +187,9 @@ class OfflineModel(Model):
         if last_user is not None and _text_of(last_user["content"])[-1:] == [SUMMARY_REQUEST]:
             return {"text": self._summary(message_texts[:-1])}
 
+        if last_user is not None and " ".join(_text_of(last_user["content"])).startswith(EXTRACTION_REQUEST):
+            return {"text": self._extraction(" ".join(_text_of(last_user["content"])))}
+
         question_message = next(
             (m for m in reversed(messages) if m["role"] == "user" and any("text" in b for b in m["content"])),
             None,
@@ -188,6 +200,12 @@ class OfflineModel(Model):
             _MEMORY_BLOCK.sub("", b["text"]).strip() for b in question_message["content"] if "text" in b
         ).strip()
         searched = question_message is not messages[-1] or last_user is not question_message
+
+        to_remember = fact_rules.remember_request(question)
+        if to_remember and ADD_TOOL_NAME in tool_names and not searched:
+            return {"tool": ADD_TOOL_NAME, "input": {"entries": to_remember}}
+        if to_remember and searched:
+            return {"text": "Saved to memory: " + " ".join(to_remember)}
 
         if not question.rstrip().endswith("?"):
             stated = fact_rules.statements(question)
@@ -218,6 +236,17 @@ class OfflineModel(Model):
         if entries:
             return {"text": f"From memory: {entries[0]}"}
         return {"text": "I cannot see anything about that in this conversation."}
+
+    def _extraction(self, request: str) -> str:
+        """A JSON array of the durable facts in the user's lines of a transcript, as ModelExtractor asks."""
+        found: list[str] = []
+        for line in request.splitlines():
+            if not line.startswith("user: "):
+                continue
+            text = line[len("user: ") :]
+            found += fact_rules.remember_request(text)
+            found += [f"The user's {fact.key} is {fact.value}." for fact in fact_rules.statements(text)]
+        return json.dumps([{"content": content} for content in dict.fromkeys(found)])
 
     def _summary(self, texts: list[str]) -> str:
         """A summary that keeps exactly the facts stated in the summarized messages."""

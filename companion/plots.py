@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
@@ -105,5 +106,37 @@ def token_curves_plot(curves: dict[str, Sequence[int]], title: str) -> Figure:
             ax.set_ylabel("input tokens")
         per_turn.legend(loc="upper left")
         fig.suptitle(title)
+        fig.tight_layout()
+    return fig
+
+
+def memory_map_plot(labels: Sequence[str], vectors: Any, query: str, query_vector: Any, highlight: str | None = None) -> Figure:
+    """Memories and the query projected to 2-D (the first two principal components of the memory vectors)."""
+    import numpy as np
+
+    points = np.asarray(vectors, dtype=float)
+    centre = points.mean(axis=0)
+    _, _, axes = np.linalg.svd(points - centre, full_matrices=False)
+    flat = (points - centre) @ axes[:2].T
+    q = (np.asarray(query_vector, dtype=float) - centre) @ axes[:2].T
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(12, 7.5))
+        ax.scatter(flat[:, 0], flat[:, 1], s=80, color="tab:gray", label="stored memories")
+        for (x, y), label in zip(flat, labels):
+            short = re.sub(r"^The user(?:'s)? ", "", label).rstrip(".")
+            short = short if len(short) <= 40 else short[:39] + "…"
+            strong = label == highlight
+            ax.annotate(short, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=11,
+                        color="tab:blue" if strong else "black", fontweight="bold" if strong else "normal")
+            if strong:
+                ax.scatter([x], [y], s=160, color="tab:blue", zorder=3, label="the memory that answers")
+        ax.scatter([q[0]], [q[1]], marker="*", s=400, color="tab:red", zorder=4, label="the query")
+        ax.annotate(f"query: {query}", (q[0], q[1]), xytext=(-20, 14), textcoords="offset points", fontsize=12,
+                    color="tab:red", fontweight="bold")
+        ax.margins(x=0.25, y=0.1)
+        ax.set_xlabel("first principal component")
+        ax.set_ylabel("second principal component")
+        ax.set_title('Memory space: embeddings projected to 2-D (labels drop "The user")')
+        ax.legend(loc="best")
         fig.tight_layout()
     return fig

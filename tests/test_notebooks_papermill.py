@@ -31,6 +31,11 @@ REPLAYS = [
         {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX"},
         "firing_threshold = 0.0001 of 300,000 tokens = 30 tokens",
     ),
+    (
+        "06_vector_recall.ipynb",
+        {"workspace": "pm_06", "query": "Which day suits them for pushing to production?", "top_k": 2, "min_score": 0.25},
+        "query: Which day suits them for pushing to production?",
+    ),
     ("07_cost_of_remembering.ipynb", {"workspace": "pm_07", "turns": 12, "window_size": 6, "codename": "PHOENIX"}, "12 turns;"),
 ]
 

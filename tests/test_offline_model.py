@@ -239,3 +239,34 @@ def test_latency_is_reported_as_whole_milliseconds():
     elapsed_ms = (time.perf_counter() - started) * 1000
     latency = agent.messages[-1]["metadata"]["metrics"]["latencyMs"]
     assert isinstance(latency, int) and 0 <= latency <= elapsed_ms
+
+
+def test_remember_requests_become_third_person_memories():
+    from companion.facts import remember_request, third_person
+
+    assert third_person("I prefer deployments on Tuesday mornings.") == "The user prefers deployments on Tuesday mornings."
+    assert third_person("I'm allergic to peanuts") == "The user is allergic to peanuts."
+    assert third_person("I fly kites with my daughter.") == "The user flies kites with the user's daughter."
+    assert remember_request("Please remember that I watch films on Fridays.") == ["The user watches films on Fridays."]
+    assert remember_request("My codename is ORION. Please remember it.") == []
+    model = OfflineModel()
+    call = model.respond([user("Please remember that I dislike meetings before 10am.")], tool_names=["add_memory"])
+    assert call == {"tool": "add_memory", "input": {"entries": ["The user dislikes meetings before 10am."]}}
+    assert model.respond([user("Please remember that I dislike meetings.")]) == {"text": "Noted."}, "no tool, no call"
+
+
+def test_answers_the_sdk_extraction_request():
+    import json
+
+    request = (
+        "Extract facts from the following transcript:\n\n"
+        "user: My codename is ORION and my home city is Lima.\n"
+        "assistant: Noted: your codename is ORION.\n"
+        "user: Please remember that I prefer tea."
+    )
+    reply = OfflineModel().respond([user(request)], system_prompt="You extract durable facts.")
+    assert json.loads(reply["text"]) == [
+        {"content": "The user's codename is ORION."},
+        {"content": "The user's home city is Lima."},
+        {"content": "The user prefers tea."},
+    ]

@@ -91,6 +91,11 @@ def _memory_entries(text: str) -> list[str]:
     return entries
 
 
+def _tool_failed(messages: Messages) -> bool:
+    """Whether any tool result among these messages reports an error."""
+    return any(b["toolResult"].get("status") == "error" for m in messages for b in m["content"] if "toolResult" in b)
+
+
 def _readable(texts: list[str]) -> list[str]:
     """Texts as the fact reader should see them: memory blocks and search results unwrapped into their entries."""
     out: list[str] = []
@@ -199,12 +204,14 @@ class OfflineModel(Model):
         question = " ".join(
             _MEMORY_BLOCK.sub("", b["text"]).strip() for b in question_message["content"] if "text" in b
         ).strip()
-        searched = question_message is not messages[-1] or last_user is not question_message
+        tool_used = question_message is not messages[-1]  # a tool already ran for this message
 
         to_remember = fact_rules.remember_request(question)
-        if to_remember and ADD_TOOL_NAME in tool_names and not searched:
+        if to_remember and ADD_TOOL_NAME in tool_names and not tool_used:
             return {"tool": ADD_TOOL_NAME, "input": {"entries": to_remember}}
-        if to_remember and searched:
+        if to_remember and tool_used:
+            if _tool_failed(messages[messages.index(question_message) + 1 :]):
+                return {"text": "I could not save that to memory: the memory tool reported an error."}
             return {"text": "Saved to memory: " + " ".join(to_remember)}
 
         if not question.rstrip().endswith("?"):
@@ -223,7 +230,7 @@ class OfflineModel(Model):
             else:
                 answers.append(f"{_possessive(found)} is {known[found]}")
 
-        if (missing or not asked) and not entries and SEARCH_TOOL_NAME in tool_names and not searched:
+        if (missing or not asked) and not entries and SEARCH_TOOL_NAME in tool_names and not tool_used:
             return {"tool": SEARCH_TOOL_NAME, "input": {"query": question}}
 
         if asked:

@@ -270,3 +270,11 @@ def test_answers_the_sdk_extraction_request():
         {"content": "The user's home city is Lima."},
         {"content": "The user prefers tea."},
     ]
+
+
+def test_a_failed_memory_write_is_not_reported_as_saved():
+    request = user("Please remember that I prefer tea.")
+    call = {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "add_memory", "input": {}}}]}
+    failed = {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "status": "error", "content": [{"text": "disk full"}]}}]}
+    reply = OfflineModel().respond([request, call, failed], tool_names=["add_memory"])
+    assert reply == {"text": "I could not save that to memory: the memory tool reported an error."}

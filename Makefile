@@ -1,7 +1,10 @@
 # Two commands do all the set-up: `make lab` opens the workbook, `make test` runs every test.
 # Both create the virtual environment in .venv the first time (or when the pins change).
 
-PYTHON ?= python3
+# The pinned packages (onnxruntime 1.32, numpy 2.4, matplotlib 3.11) need Python 3.11 or newer: take the first such
+# interpreter on the PATH, or name one with `make lab PYTHON=/path/to/python3.12`.
+PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
+	$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && { echo $$p; break; }; done)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -14,6 +17,8 @@ export WORKBOOK_BACKEND
 env: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt tools/jupyterlab-overrides.json
+	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed and none was found on the PATH (python3 is $$(python3 --version 2>&1))." \
+		"Install it (python.org, pyenv, uv, or conda with environment.yml), or run: make $(MAKECMDGOALS) PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Agent memory (workbook)"

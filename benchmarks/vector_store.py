@@ -54,7 +54,7 @@ def main() -> None:
     corpus = sentences(10_000)
     embedder.embed(corpus[:64])  # warm-up
     started = time.perf_counter()
-    sample = embedder.embed(corpus[:2_000])
+    embedder.embed(corpus[:2_000])
     rate = 2_000 / (time.perf_counter() - started)
     print(f"embedding: {rate:,.0f} sentences/s (batch 32, {os.cpu_count()} cores); target 500")
 
@@ -66,7 +66,7 @@ def main() -> None:
             store.put_many(corpus[:size])
             matrix = np.vstack([vector for _, _, vector in store.all()])
             sql_times, numpy_times = [], []
-            for query, vector in zip(queries, query_vectors):
+            for vector in query_vectors:
                 # time the index lookup alone: the query is embedded once, outside both timings
                 started = time.perf_counter()
                 with store._lock:

@@ -83,8 +83,6 @@ def read_json(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise
     except (ValueError, UnicodeDecodeError) as error:
         raise CorruptSessionError(
             f"{path} is not valid JSON ({error}). The session cannot be restored from it. "

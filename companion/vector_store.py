@@ -14,7 +14,6 @@ import os
 import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np

@@ -7,23 +7,15 @@ from typing import Any
 
 from strands import Agent
 
+from .offline_model import SUMMARY_TITLE, message_text
 from .session_files import agent_dir, message_files, read_json
 
-
-def message_text(message: dict[str, Any]) -> str:
-    """All the text of one message, tool results included."""
-    parts = []
-    for block in message.get("content", []):
-        if "text" in block:
-            parts.append(block["text"])
-        for item in block.get("toolResult", {}).get("content", []):
-            parts.append(item.get("text", ""))
-    return " ".join(parts)
+__all__ = ["is_summary", "message_text", "turn_counters"]
 
 
 def is_summary(message: dict[str, Any]) -> bool:
     """The SDK's summarizing manager inserts its summary as a user message; the offline model titles it so."""
-    return message["role"] == "user" and message_text(message).lstrip().startswith("## Conversation Summary")
+    return message["role"] == "user" and message_text(message).lstrip().startswith(SUMMARY_TITLE)
 
 
 def turn_counters(

@@ -10,14 +10,9 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from .offline_model import SUMMARY_REQUEST
+from .offline_model import is_summary_request
 
 T = TypeVar("T", bound=BaseModel)
-
-
-def _is_summary_request(messages: Messages) -> bool:
-    last = messages[-1] if messages else None
-    return bool(last) and last["role"] == "user" and any(b.get("text") == SUMMARY_REQUEST for b in last["content"])
 
 
 class MeteredModel(Model):
@@ -55,7 +50,7 @@ class MeteredModel(Model):
         **kwargs: Any,
     ) -> AsyncIterable[StreamEvent]:
         """Pass the call through and record the usage in its metadata event."""
-        kind = "summary" if _is_summary_request(messages) else "turn"
+        kind = "summary" if is_summary_request(messages) else "turn"
         self.last_messages = messages
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
             if "metadata" in event and "usage" in event["metadata"]:

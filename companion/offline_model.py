@@ -34,6 +34,9 @@ NOVA_PRO_CONTEXT_WINDOW = 300_000
 SUMMARY_REQUEST = "Please summarize this conversation."
 """The user message the SDK's summarizing manager appends when it asks a model for a summary."""
 
+SUMMARY_TITLE = "## Conversation Summary"
+"""How the offline model's summaries begin, so counters can recognise them among the messages."""
+
 SEARCH_TOOL_NAME = "search_memory"
 """The name of the search tool that ``strands.memory.MemoryManager`` offers."""
 
@@ -75,6 +78,17 @@ def _text_of(content: list[dict[str, Any]]) -> list[str]:
                 if "json" in item:
                     texts.append(json.dumps(item["json"]))
     return texts
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """All the text of one message as a model reads it, tool results included."""
+    return " ".join(_text_of(message["content"]))
+
+
+def is_summary_request(messages: Messages) -> bool:
+    """Whether a call is the summarizing manager asking for a summary (its last message is the request)."""
+    last = messages[-1] if messages else None
+    return last is not None and last["role"] == "user" and _text_of(last["content"])[-1:] == [SUMMARY_REQUEST]
 
 
 def _memory_entries(text: str) -> list[str]:
@@ -184,16 +198,16 @@ class OfflineModel(Model):
         Public so that tests and notebook 00 can show the rules without running an agent.
         """
         tool_names = tool_names or []
-        message_texts = [" ".join(_text_of(m["content"])) for m in messages]
+        message_texts = [message_text(m) for m in messages]
         entries = [entry for text in message_texts for entry in _memory_entries(text)]
         all_texts = _readable([system_prompt] if system_prompt else []) + _readable(message_texts)
 
-        last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
-        if last_user is not None and _text_of(last_user["content"])[-1:] == [SUMMARY_REQUEST]:
+        if is_summary_request(messages):
             return {"text": self._summary(message_texts[:-1])}
 
-        if last_user is not None and " ".join(_text_of(last_user["content"])).startswith(EXTRACTION_REQUEST):
-            return {"text": self._extraction(" ".join(_text_of(last_user["content"])))}
+        last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
+        if last_user is not None and message_text(last_user).startswith(EXTRACTION_REQUEST):
+            return {"text": self._extraction(message_text(last_user))}
 
         question_message = next(
             (m for m in reversed(messages) if m["role"] == "user" and any("text" in b for b in m["content"])),
@@ -258,7 +272,7 @@ class OfflineModel(Model):
     def _summary(self, texts: list[str]) -> str:
         """A summary that keeps exactly the facts stated in the summarized messages."""
         known = fact_rules.latest_facts(texts)
-        lines = ["## Conversation Summary"]
+        lines = [SUMMARY_TITLE]
         if known:
             lines += [f"* The user's {key} is {value}." for key, value in known.items()]
         else:
@@ -321,7 +335,7 @@ class OfflineModel(Model):
         self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
     ) -> AsyncGenerator[dict[str, T | Any], None]:
         """Fill the output model's fields from visible facts named like them; refuse when one is not visible."""
-        texts = ([system_prompt] if system_prompt else []) + [" ".join(_text_of(m["content"])) for m in prompt]
+        texts = ([system_prompt] if system_prompt else []) + [message_text(m) for m in prompt]
         known = fact_rules.latest_facts(texts)
         values: dict[str, Any] = {}
         missing: list[str] = []

@@ -31,7 +31,7 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -v
+		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 -p no:cacheprovider -v
 
 notebooks: $(STAMP)
 	WORKBOOK_BACKEND=offline $(BIN)/python tools/refresh_notebooks.py

@@ -23,12 +23,13 @@ REPLAYS = [
         {"workspace": "pm_02", "session_id": "pm-state", "snapshot_session_id": "pm-snapshot", "user_name": "Ada", "plan": "team"},
         "'plan': 'team'",
     ),
-    ("03_sliding_window.ipynb", {"workspace": "pm_03a", "window_size": 4, "codename": "PHOENIX"}, "first turn where visible < stored : 3"),
-    ("03_sliding_window.ipynb", {"workspace": "pm_03b", "window_size": 10, "turns": 12}, "first turn where visible < stored : 6"),
+    ("03_sliding_window.ipynb", {"workspace": "pm_03a", "window_size": 4, "codename": "PHOENIX", "interactive": False}, "first turn where visible < stored : 3"),
+    ("03_sliding_window.ipynb", {"workspace": "pm_03b", "window_size": 10, "turns": 12, "interactive": False}, "first turn where visible < stored : 6"),
     ("04_state_manifest.ipynb", {"workspace": "pm_04", "window_size": 4, "turns": 9, "codename": "PHOENIX"}, "Your codename is PHOENIX."),
     (
         "05_summarization.ipynb",
-        {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX"},
+        {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX",
+         "interactive": False},
         "firing_threshold = 0.0001 of 300,000 tokens = 30 tokens",
     ),
     (
@@ -49,6 +50,7 @@ def replay(name: str, tmp_path: Path, parameters: dict) -> nbformat.NotebookNode
         kernel_name="python3",
         cwd=str(NOTEBOOKS),
         progress_bar=False,
+        execution_timeout=300,  # a hung cell fails the test instead of the whole CI run
     )
     return nbformat.read(output, as_version=4)
 

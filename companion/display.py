@@ -1,8 +1,28 @@
-"""Plain-text tables: readable in a notebook, in a terminal and in nbval's comparison alike."""
+"""Tables for the notebooks: pandas DataFrames, which JupyterLab renders as HTML (sortable, filterable, plottable),
+and a plain-text form for terminals and command-line tools."""
 
 from __future__ import annotations
 
 from typing import Any, Sequence
+
+import pandas as pd
+
+# Text forms (the text/plain that nbval also compares) show every column and row, and long cells in full up to 80
+# characters, so what a terminal prints matches the HTML table.
+pd.set_option("display.max_columns", None)
+pd.set_option("display.max_rows", 500)
+pd.set_option("display.max_colwidth", 80)
+pd.set_option("display.width", 200)
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, *, index: str | None = None) -> pd.DataFrame:
+    """Rows of dicts as a DataFrame with the given columns in that order; `index` names a column to index by
+    (for example "turn" or "strategy"), otherwise rows are numbered from 1 as a learner counts them."""
+    frame = pd.DataFrame(list(rows), columns=list(columns) if columns else None)
+    if index is not None:
+        return frame.set_index(index)
+    frame.index = pd.RangeIndex(1, len(frame) + 1)
+    return frame
 
 
 def _cell(value: Any) -> str:
@@ -15,8 +35,8 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, width: int = 60) -> str:
-    """Rows of dicts as an aligned text table; long text cells are cut to `width` characters with an ellipsis."""
+def text_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, width: int = 60) -> str:
+    """Rows of dicts as an aligned text table for terminals; long text cells are cut to `width` characters."""
     if not rows:
         return "(no rows)"
     columns = list(columns or rows[0].keys())

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .display import table
+from .display import text_table
 from .embeddings import Embedder, make_embedder
 from .vector_store import Hit, SqliteVecMemoryStore
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"{result['pairs']} pairs, {result['memories']} memories, embedder {result['embedder']}")
         rows = [{"search": name, **result[name]} for name in ("keyword (FTS5 BM25)", "vector (cosine)")]
-        print(table(rows))
+        print(text_table(rows))
     return 0
 
 

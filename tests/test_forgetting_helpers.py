@@ -17,7 +17,7 @@ from strands.session import FileSessionManager
 from companion.conversations import load_script, scripted_turns
 from companion.cost import cost_row, curve_shape, facts_kept, r_squared, slope
 from companion.counters import is_summary, message_text, turn_counters
-from companion.display import table
+from companion.display import table, text_table
 from companion.metering import MeteredModel
 from companion.offline_model import SUMMARY_REQUEST, OfflineModel
 from companion.pruning import JsonHistoryStore, count_tokens, prune
@@ -77,12 +77,12 @@ def test_summary_detection():
 
 
 def test_table_alignment_and_cutting():
-    text = table([{"turn": 1, "ok": True, "reply": "a" * 80}, {"turn": 10, "ok": False, "reply": "b"}], width=10)
+    text = text_table([{"turn": 1, "ok": True, "reply": "a" * 80}, {"turn": 10, "ok": False, "reply": "b"}], width=10)
     lines = text.splitlines()
     assert lines[0] == "turn  ok   reply"
     assert lines[2] == "   1  yes  aaaaaaaaa…"
     assert lines[3] == "  10  no   b"
-    assert table([]) == "(no rows)"
+    assert text_table([]) == "(no rows)"
 
 
 def history(turns: int) -> list[dict]:

@@ -1,0 +1,73 @@
+"""One place that checks a notebook's parameters, so a bad value stops at the top with a reason, not as a bare assert.
+
+Notebooks call these right after the parameters cell (papermill injects overrides there); every message names the
+parameter, the value received and what is accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ParameterError(ValueError):
+    """A notebook parameter outside the values the lesson's claim holds for."""
+
+
+def _fail(name: str, value: Any, expected: str) -> ParameterError:
+    return ParameterError(f"{name} must be {expected}; got {value!r}. Change it in the parameters cell (or papermill -p).")
+
+
+def integer(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, even: bool = False,
+            why: str = "") -> int:
+    """A whole number in [minimum, maximum], optionally even; `why` is added to the message."""
+    parts = ["an even" if even else "a whole", "number"]
+    if minimum is not None and maximum is not None:
+        parts.append(f"from {minimum} to {maximum}")
+    elif minimum is not None:
+        parts.append(f"of {minimum} or more")
+    elif maximum is not None:
+        parts.append(f"of at most {maximum}")
+    expected = " ".join(parts) + (f" ({why})" if why else "")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _fail(name, value, expected)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum) or (even and value % 2):
+        raise _fail(name, value, expected)
+    return value
+
+
+def fraction(name: str, value: Any, *, low: float = 0.0, high: float = 1.0, include_low: bool = False,
+             include_high: bool = True, why: str = "") -> float:
+    """A number in an interval such as (0, 1]; ints are accepted and returned as floats."""
+    lo, hi = ("[" if include_low else "("), ("]" if include_high else ")")
+    expected = f"a number in {lo}{low:g}, {high:g}{hi}" + (f" ({why})" if why else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise _fail(name, value, expected)
+    above = value >= low if include_low else value > low
+    below = value <= high if include_high else value < high
+    if not (above and below):
+        raise _fail(name, value, expected)
+    return float(value)
+
+
+def text(name: str, value: Any, *, why: str = "") -> str:
+    """A non-empty string (spaces alone do not count)."""
+    expected = "a non-empty text" + (f" ({why})" if why else "")
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(name, value, expected)
+    return value
+
+
+def choice(name: str, value: Any, choices: list[Any] | tuple[Any, ...]) -> Any:
+    """One of a fixed list of values."""
+    if value not in choices:
+        raise _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
+    return value
+
+
+def different(names: tuple[str, str], values: tuple[Any, Any], why: str = "") -> None:
+    """Two parameters that must not be equal (for example two session ids that a lesson compares)."""
+    if values[0] == values[1]:
+        raise ParameterError(
+            f"{names[0]} and {names[1]} must differ; both are {values[0]!r}" + (f" ({why})" if why else "")
+            + ". Change one in the parameters cell (or papermill -p)."
+        )

@@ -11,6 +11,11 @@ STAMP := $(VENV)/.installed
 KERNEL := agent-memory
 WORKBOOK_BACKEND ?= offline
 export WORKBOOK_BACKEND
+# onnxruntime (the offline embedder) sends usage telemetry unless this is set before it loads; never wanted here.
+ORT_DISABLE_TELEMETRY := 1
+export ORT_DISABLE_TELEMETRY
+# The test command never obeys the shell's backend: tests run offline (no paid calls, no network).
+OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1
 
 .PHONY: lab test env notebooks clean-workspace
 
@@ -30,11 +35,11 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --allow-root
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
+	$(OFFLINE) $(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 -p no:cacheprovider -v
 
 notebooks: $(STAMP)
-	WORKBOOK_BACKEND=offline $(BIN)/python tools/refresh_notebooks.py
+	$(OFFLINE) $(BIN)/python tools/refresh_notebooks.py
 
 clean-workspace:
 	rm -rf workspace

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Tests always run offline, whatever the shell exports: no Bedrock calls (paid, or hanging without credentials), and
+# no onnxruntime telemetry. Set here, before any test, kernel (nbval, papermill) or subprocess starts, so all inherit it.
+os.environ["WORKBOOK_BACKEND"] = "offline"
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 
 @pytest.fixture

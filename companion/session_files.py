@@ -78,31 +78,120 @@ def message_files(storage_dir: str | os.PathLike, session_id: str, agent_id: str
     return sorted(folder.glob("message_*.json"), key=_natural_key) if folder.exists() else []
 
 
+_KEEP = (
+    "Nothing was deleted: move the file or the session directory aside to keep it, then start again with a new "
+    "session id (or reset this notebook's workspace)."
+)
+_MESSAGE_FILE = re.compile(r"message_(\d+)\.json")
+
+
+def _corrupt(path: Path, problem: str) -> CorruptSessionError:
+    return CorruptSessionError(f"{path} {problem}. The session cannot be restored from it. {_KEEP}")
+
+
 def read_json(path: str | os.PathLike) -> dict[str, Any]:
     """Read one session file, or say which file is damaged and what to do, without touching it."""
     path = Path(path)
+    if path.is_symlink():
+        raise _corrupt(
+            path,
+            f"is a symbolic link (to {os.readlink(path)}{', which does not exist' if not path.exists() else ''}); "
+            "the SDK's FileSessionManager refuses to read through one",
+        )
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise _corrupt(path, f"cannot be read ({error.strerror or error})") from error
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _corrupt(path, f"is not UTF-8 text (byte {raw[error.start]:#04x} at offset {error.start})") from error
+    try:
+        data = json.loads(text)
+    except ValueError as error:
         raise CorruptSessionError(
-            f"{path} is not valid JSON ({error}). The session cannot be restored from it. "
-            "Nothing was deleted: move the file or the session directory aside to keep it, "
-            "then start again with a new session id (or reset this notebook's workspace)."
+            f"{path} is not valid JSON ({error}). The session cannot be restored from it. {_KEEP}"
         ) from error
     if not isinstance(data, dict):
         raise CorruptSessionError(f"{path} holds {type(data).__name__}, not a JSON object. Nothing was deleted.")
     return data
 
 
-def check_session(storage_dir: str | os.PathLike, session_id: str) -> int:
-    """Check that every JSON file of a session parses, before a session manager tries to restore it.
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number", bool: "true/false",
+            type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
 
-    Returns the number of files checked; raises CorruptSessionError naming the first damaged file.
+
+def _require(path: Path, data: dict[str, Any], field: str, kind: type | tuple[type, ...], *, optional: bool = False) -> None:
+    """Refuse a missing field or one of the wrong JSON type, naming the file and the field."""
+    if field not in data:
+        if optional:
+            return
+        raise _corrupt(path, f"has no field {field!r}")
+    value = data[field]
+    wanted = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, wanted) or (isinstance(value, bool) and bool not in wanted):
+        names = " or ".join(_kind(t()) if t is not type(None) else "null" for t in wanted)
+        raise _corrupt(path, f"has field {field!r} as {_kind(value)}, where the SDK expects {names}")
+
+
+def _check_message(path: Path, data: dict[str, Any]) -> None:
+    _require(path, data, "message_id", int)
+    _require(path, data, "message", dict)
+    _require(path, data, "redact_message", (dict, type(None)), optional=True)
+    for field in ("message", "redact_message"):
+        message = data.get(field)
+        if message is None:
+            continue
+        if message.get("role") not in ("user", "assistant"):
+            raise _corrupt(path, f"has field '{field}.role' = {message.get('role')!r}, where the SDK expects 'user' or 'assistant'")
+        content = message.get("content")
+        if not isinstance(content, list):
+            raise _corrupt(path, f"has field '{field}.content' as {_kind(content)}, where the SDK expects a list of blocks")
+        for index, block in enumerate(content):
+            if not isinstance(block, dict):
+                raise _corrupt(path, f"has field '{field}.content[{index}]' as {_kind(block)}, where the SDK expects an object")
+
+
+def check_file_shape(path: str | os.PathLike, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Check that a session file has the fields FileSessionManager reads, with their JSON types; returns the data."""
+    path = Path(path)
+    data = read_json(path) if data is None else data
+    if path.name == "session.json":
+        _require(path, data, "session_id", str)
+        _require(path, data, "session_type", str)
+    elif path.name == "agent.json":
+        _require(path, data, "agent_id", str)
+        _require(path, data, "state", dict)
+        _require(path, data, "conversation_manager_state", dict)
+        _require(path, data, "_internal_state", dict, optional=True)
+    elif path.parent.name == "messages":
+        if not _MESSAGE_FILE.fullmatch(path.name):
+            raise _corrupt(path, "has a file name the SDK cannot read: message files are named message_<number>.json")
+        _check_message(path, data)
+    for field in ("created_at", "updated_at"):
+        _require(path, data, field, str, optional=True)
+    return data
+
+
+def check_session(storage_dir: str | os.PathLike, session_id: str) -> int:
+    """Check every file of a session before a session manager tries to restore it: each must be a regular file (no
+    symbolic link), UTF-8 JSON, with the fields the SDK reads and their types.
+
+    Returns the number of files checked; raises CorruptSessionError naming the first damaged file (and field).
     """
     folder = session_dir(storage_dir, session_id)
-    files = sorted(folder.rglob("*.json"), key=_path_key) if folder.exists() else []
+    if folder.is_symlink():
+        raise _corrupt(folder, "is a symbolic link; the session directory must be a real directory")
+    found = sorted(folder.rglob("*"), key=_path_key) if folder.exists() else []
+    for path in found:
+        if path.is_symlink():
+            read_json(path)  # raises, naming the link
+    files = [path for path in found if path.name.endswith(".json") and path.is_file()]
     for path in files:
-        read_json(path)
+        check_file_shape(path)
     return len(files)
 
 

@@ -73,7 +73,11 @@ def _checked_root(root: Path | None) -> tuple[Path, bool]:
 
 
 def _check_owned(root: Path, own_entry: str | None, *, deleting: bool) -> None:
-    """Refuse a configured root holding anything but workspaces the workbook made (its own target aside when writing)."""
+    """Refuse a configured root holding anything but workspaces the workbook made.
+
+    The entry a path leads into is not held to that when writing into it or resetting a folder inside it (e.g. a
+    session directory a subprocess created with `inside_root`); a workspace itself is deleted only if it is marked.
+    """
     if not root.exists():
         return
     for entry in sorted(root.iterdir()):
@@ -136,7 +140,7 @@ def _target(path: str | os.PathLike, root: Path | None, *, deleting: bool) -> tu
     parts = _relative_parts(path, resolved_root, configured)
     target = _no_symlinks(resolved_root, parts)
     if must_own:
-        _check_owned(resolved_root, parts[0], deleting=deleting)
+        _check_owned(resolved_root, parts[0], deleting=deleting and len(parts) == 1)
     return target, resolved_root, parts, must_own
 
 

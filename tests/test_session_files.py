@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from strands import Agent
 from strands.session import FileSessionManager
@@ -109,3 +111,69 @@ def test_unsafe_ids_never_become_paths(tmp_path):
         session_dir(tmp_path, "../outside")
     with pytest.raises(UnsafePathError):
         agent_dir(tmp_path, "demo", "../../x")
+
+
+# ---------------------------------------------------------------- issue 8.6: valid JSON of the wrong shape, and more
+
+SHAPES = [
+    ("agents/agent_default/agent.json", {}, "agent.json", "agent_id"),
+    ("agents/agent_default/agent.json", {"agent_id": "default", "state": [], "conversation_manager_state": {}}, "agent.json", "state"),
+    ("agents/agent_default/agent.json", {"agent_id": "default", "state": {}, "conversation_manager_state": 3}, "agent.json", "conversation_manager_state"),
+    ("agents/agent_default/agent.json", {"agent_id": 7, "state": {}, "conversation_manager_state": {}}, "agent.json", "agent_id"),
+    ("agents/agent_default/messages/message_1.json", {"message": "hi", "message_id": 1}, "message_1.json", "message"),
+    ("agents/agent_default/messages/message_1.json", {"message": {"role": "assistant", "content": []}, "message_id": "1"}, "message_1.json", "message_id"),
+    ("agents/agent_default/messages/message_1.json", {"message": {"role": "robot", "content": []}, "message_id": 1}, "message_1.json", "message.role"),
+    ("agents/agent_default/messages/message_1.json", {"message": {"role": "user", "content": "hi"}, "message_id": 1}, "message_1.json", "message.content"),
+    ("agents/agent_default/messages/message_1.json", {"message": {"role": "user", "content": ["hi"]}, "message_id": 1}, "message_1.json", "message.content[0]"),
+    ("agents/agent_default/messages/message_abc.json", {"message": {"role": "user", "content": []}, "message_id": 2}, "message_abc.json", "file name"),
+    ("session.json", {"session_id": 5, "session_type": "AGENT"}, "session.json", "session_id"),
+    ("session.json", [], "session.json", "not a JSON object"),
+]
+
+
+@pytest.mark.parametrize("relative, content, named, field", SHAPES, ids=[f"{s[2]}-{s[3]}" for s in SHAPES])
+def test_wrong_shapes_are_named_with_their_field(session, relative, content, named, field):
+    path = session / "session_demo" / relative
+    path.write_text(json.dumps(content))
+    with pytest.raises(CorruptSessionError) as raised:
+        check_session(session, "demo")
+    message = str(raised.value)
+    assert named in message and field in message and "Nothing was deleted" in message, message
+    assert path.read_text() == json.dumps(content), "the file is left as it was"
+
+
+def test_non_utf8_bytes_are_named(session):
+    path = message_files(session, "demo")[0]
+    path.write_bytes(path.read_bytes().replace(b"Pin", b"P\xffn"))
+    with pytest.raises(CorruptSessionError, match="message_0.json.*UTF-8"):
+        check_session(session, "demo")
+
+
+def test_a_dangling_symlink_is_named(session):
+    agent_json = agent_dir(session, "demo") / "agent.json"
+    agent_json.unlink()
+    agent_json.symlink_to(session / "gone.json")
+    with pytest.raises(CorruptSessionError, match="agent.json is a symbolic link"):
+        check_session(session, "demo")
+    assert agent_json.is_symlink()
+
+
+def test_a_symlink_to_a_good_file_is_named_too(session, tmp_path):
+    agent_json = agent_dir(session, "demo") / "agent.json"
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(agent_json.read_bytes())
+    agent_json.unlink()
+    agent_json.symlink_to(copy)
+    with pytest.raises(CorruptSessionError, match="agent.json is a symbolic link"):
+        check_session(session, "demo")
+
+
+def test_a_checked_session_restores(session):
+    """What check_session accepts, the SDK restores: the shapes checked are the ones FileSessionManager reads."""
+    assert check_session(session, "demo") == 4
+    agent = Agent(
+        model=OfflineModel(),
+        session_manager=FileSessionManager(session_id="demo", storage_dir=str(session)),
+        callback_handler=None,
+    )
+    assert len(agent.messages) == 2 and agent.state.get("plan") == "pro"

@@ -167,3 +167,11 @@ def test_a_foreign_directory_in_a_configured_root_is_never_deleted(workspace_roo
     with pytest.raises(UnsafePathError, match="WORKBOOK_WORKSPACE_ROOT"):
         reset_workspace("00_orientation")
     assert (workspace_root / "00_orientation" / "keep.txt").exists()
+
+
+def test_a_folder_inside_an_unmarked_entry_may_be_reset(workspace_root):
+    """What a subprocess wrote under `inside_root(...)` (e.g. sessions/ and a barrier/ beside it) can be reset."""
+    storage = inside_root(workspace_root / "w" / "sessions")
+    storage.mkdir(parents=True)
+    assert reset_workspace(storage.parent / "barrier") == workspace_root / "w" / "barrier"
+    assert storage.is_dir()

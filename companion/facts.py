@@ -2,115 +2,185 @@
 
 The offline model knows only what these functions find in the text of a call. Keeping the rules
 here, small and explicit, lets a learner predict exactly what the model can and cannot answer.
+:data:`RULES` lists every form as data, with an example sentence and what the model stores from it;
+notebook 00 shows it as a table and the tests run every example through a real ``Agent``.
 
-Statements it reads (case-insensitive), one per clause:
-  "My name is Pin"            -> name = Pin
-  "Actually, my name is Ada"  -> name = Ada (a later statement wins)
-  "Your codename is ORION"    -> codename = ORION (an assistant restating a user fact)
-  "The user's plan is pro"    -> plan = pro (summaries and memory entries use this form)
-  {"codename": "ORION"}       -> codename = ORION (JSON objects, e.g. a state manifest)
+Statements it reads (case-insensitive), wherever they stand in a sentence:
+  "My name is Pin"                              -> name = Pin
+  "Please remember that my codename is VEGA."   -> codename = VEGA (a lead such as "note:", "FYI", "Hi!" is skipped)
+  "Known facts: the user's codename is ORION."  -> codename = ORION (summaries and memory entries use this form)
+  "Your codename is ORION"                      -> codename = ORION (an assistant restating a user fact)
+  "My name is Ada and my plan is pro"           -> name = Ada, plan = pro (one statement per clause)
+  {"codename": "ORION"} ... {"codename": "VEGA"} -> codename = VEGA (every JSON object, e.g. a state manifest)
+A sentence ending in "?" states nothing. For a key stated more than once, the latest statement wins.
 Questions it answers: a sentence ending in "?" that asks about "my X", "your X", "the user's X" or "the X".
+
+Every function here runs in time linear in the length of its text: whitespace runs are squeezed first, and no
+pattern can rescan a run of characters from each of its positions.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
-_OWNER = r"(?:my|your|the user's|the users'|user's)"
-_CLAUSE_SPLIT = re.compile(rf"\s*(?:,\s*)?\band\s+(?={_OWNER}\s)", re.IGNORECASE)
+_OWNER = r"(?:the user's|the users'|user's|my|your)"
+_KEY = r"[a-z][a-z0-9 \-]{0,40}?"
+_VERB = r"(?:is|was|are|=)"
+
+# Whitespace is squeezed before any other pattern runs: a run with a line break becomes one "\n", any other run one
+# space. After that every \s in a pattern matches exactly one character, which keeps the patterns linear.
+_BLANKS = re.compile(r"[^\S\n]{2,}|[^\S \n]")
+_BREAKS = re.compile(r" ?\n\s*")
+
+# A sentence that ends in "?" (a question) is blanked out before statements are read, so a question states nothing.
+# Sentences end at ., !, ? or ; followed by a space or the end, or at a line break (as `sentences` splits them). The
+# look-behind lets a match start only where a sentence starts, so each sentence is scanned once.
+_QUESTION_SENTENCE = re.compile(r"(?:\A|(?<=\n)|(?<=[.!?;] ))(?:[^.!?;\n]|[.!?;](?=\S))*\?(?= |\n|\Z)")
+
+# One statement: an owner word, a short key, a verb, then the value up to the end of its clause: the end of the
+# sentence, a line break, or "and" followed by the next owner word ("my name is Ada and my plan is pro").
+_CLAUSE_END = rf"(?=[.!?;](?:\s|\Z)|\n|\Z|\s?,?\s?\band\s{_OWNER}\s)"
 _STATEMENT = re.compile(
-    rf"^(?:(?:actually|also|remember|note|by the way|oh|ok|okay|and|so)\b[,:]?\s*)*"
-    rf"{_OWNER}\s+(?P<key>[a-z][a-z0-9 \-]{{0,40}}?)\s+(?:is|was|are|=)\s+(?P<value>.+)$",
+    rf"\b{_OWNER}\s(?P<key>{_KEY})\s{_VERB}\s(?P<value>[^\n]+?){_CLAUSE_END}",
     re.IGNORECASE,
 )
+
 _QUESTION_LEAD = re.compile(
-    r"^(?:(?:so|and|now|ok|okay|quick question)\b[,:]?\s*)*"
-    r"(?:what(?:'s| is| was| are| were)|which(?: is| was)?|who(?: is| was)|do you (?:remember|know)|"
-    r"can you (?:tell me|remind me of)|tell me|remind me of)\s+",
+    r"^(?:(?:so|and|now|ok|okay|hi|hey|hello|by the way|quick question|one more thing|also|then)\b[,:!]?\s?)*"
+    r"(?:(?:what(?:'s| is| was| are| were)|which(?: is| was)?|who(?: is| was)|do you (?:remember|know)|"
+    r"can you (?:tell me|remind me of)|tell me|remind me of)\s)?",
     re.IGNORECASE,
 )
-_ASKED = re.compile(rf"^(?:{_OWNER}|the)\s+(?P<key>[a-z][a-z0-9 \-]{{0,40}})$", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n+")
-_TRAILING = re.compile(r"(?:\s+(?:again|please|now|i (?:gave|told) you|you know))+$", re.IGNORECASE)
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+_ASKED = re.compile(
+    rf"^(?:{_OWNER}|the)\s(?P<key>{_KEY})(?:\s(?:again|please|now|i (?:gave|told) you|you know))*$", re.IGNORECASE
+)
+_FRAGMENT_SPLIT = re.compile(r"\s?(?:,|\band\b|\bor\b)\s?", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s|\n")
+_JSON_START = re.compile(r"\{\s?\"")
+_KEY_SEPARATORS = re.compile(r"[\s_\-]+")
+_VALUE_EDGES = " \n\"'`*"
+_VALUE_TAIL = " \n\"'`*.,;:!"
 
 
-@dataclass(frozen=True)
-class Fact:
-    """One attribute the text states, with the value of its latest statement."""
+class Fact(NamedTuple):
+    """One attribute the text states, with the value of its statement."""
 
     key: str
     value: str
 
 
+def squeeze(text: str) -> str:
+    """Text with every whitespace run made one character: a line break if the run had one, else a space."""
+    return _BREAKS.sub("\n", _BLANKS.sub(" ", text))
+
+
 def normalise_key(key: str) -> str:
     """Lower-case, single-spaced, British/American spelling folded, so "Favourite  Number" == "favorite number"."""
-    key = re.sub(r"[\s_\-]+", " ", key.strip().lower())
+    key = _KEY_SEPARATORS.sub(" ", key.strip().lower())
     return key.replace("favourite", "favorite").replace("colour", "color")
 
 
+def _normalise_keys(keys: list[str]) -> list[str]:
+    """normalise_key on many keys at once, in one pass over their joined text (keys hold no NUL character)."""
+    if not keys:
+        return []
+    joined = _KEY_SEPARATORS.sub(" ", "\0".join(keys).lower())
+    joined = joined.replace("favourite", "favorite").replace("colour", "color")
+    return [key.strip(" ") for key in joined.split("\0")]
+
+
 def _clean_value(value: str) -> str:
-    value = value.strip().strip("\"'`*").strip()
-    return re.sub(r"[\s.,;:!]+$", "", value)
+    """A value without surrounding quotes or emphasis, nor closing punctuation: '"Pin".' -> Pin."""
+    return value.strip(_VALUE_EDGES).rstrip(_VALUE_TAIL)
 
 
 def sentences(text: str) -> list[str]:
     """Split text into sentences and lines, keeping the closing punctuation."""
     out = []
-    for part in _SENTENCE_END.split(text):
+    for part in _SENTENCE_END.split(squeeze(text)):
         part = part.strip().lstrip("*-•#> ").strip()
         if part:
             out.append(part)
     return out
 
 
-def _json_facts(text: str) -> list[Fact]:
-    """Flatten JSON objects found in the text into facts ("user.name" is read as "name" too)."""
-    found: list[Fact] = []
-    for match in _JSON_OBJECT.finditer(text):
+def _json_objects(text: str) -> tuple[list[dict], str]:
+    """Every JSON object in the text, in order, and the text with those objects replaced by a space.
+
+    Parsing starts only at a "{" followed by a quoted key; after an object it resumes at its end, after a failure at
+    the point where parsing failed, so no character is parsed twice.
+    """
+    objects: list[dict] = []
+    pieces: list[str] = []
+    decoder = json.JSONDecoder()
+    done = 0  # end of the text already copied to pieces
+    position = 0
+    while True:
+        match = _JSON_START.search(text, position)
+        if match is None:
+            break
+        start = match.start()
         try:
-            data = json.loads(match.group(0))
-        except ValueError:
+            data, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError as error:
+            position = max(error.pos, start + 1)
             continue
+        except RecursionError:  # nested deeper than Python parses: not a manifest
+            break
         if isinstance(data, dict):
-            _flatten(data, found)
-    return found
+            objects.append(data)
+            pieces += [text[done:start], " "]
+            done = end
+        position = end
+    if not objects:
+        return [], text
+    pieces.append(text[done:])
+    return objects, "".join(pieces)
 
 
-def _flatten(data: dict, found: list[Fact]) -> None:
+def _flatten(data: dict, found: list[tuple[str, str]]) -> None:
     for key, value in data.items():
         if isinstance(value, dict):
             _flatten(value, found)
         elif isinstance(value, (str, int, float, bool)):
-            found.append(Fact(normalise_key(str(key)), str(value)))
+            found.append((str(key).replace("\0", " "), str(value)))
+
+
+def _pairs(text: str) -> list[tuple[str, str]]:
+    """(key, value) of every statement in one text, in order: JSON objects first, then the sentences."""
+    text = squeeze(text)
+    json_pairs: list[tuple[str, str]] = []
+    if "{" in text:
+        objects, text = _json_objects(text)
+        for data in objects:
+            _flatten(data, json_pairs)
+    prose = _QUESTION_SENTENCE.sub("\n", text) if "?" in text else text
+    stated = _STATEMENT.findall(prose)
+    if not json_pairs and not stated:
+        return []
+    keys = _normalise_keys([key for key, _ in json_pairs] + [key for key, _ in stated])
+    pairs = [(key, value) for key, (_, value) in zip(keys, json_pairs)]  # JSON values are taken as they are
+    cleaned = [_clean_value(value) for _, value in stated]
+    pairs += [(key, value) for key, value in zip(keys[len(json_pairs):], cleaned) if value]
+    return pairs
 
 
 def statements(text: str) -> list[Fact]:
     """Facts stated in one text, in the order they are stated. Questions state nothing."""
-    found = _json_facts(text)
-    for sentence in sentences(_JSON_OBJECT.sub(" ", text)):
-        if sentence.endswith("?"):
-            continue
-        for clause in _CLAUSE_SPLIT.split(sentence):
-            match = _STATEMENT.match(clause.strip())
-            if match:
-                value = _clean_value(match.group("value"))
-                if value:
-                    found.append(Fact(normalise_key(match.group("key")), value))
-    return found
+    return [Fact(key, value) for key, value in _pairs(text)]
 
 
 def latest_facts(texts: Iterable[str]) -> dict[str, str]:
-    """All facts visible across the texts; for a key stated more than once, the latest statement wins."""
-    facts: dict[str, str] = {}
-    for text in texts:
-        for fact in statements(text):
-            facts.pop(fact.key, None)  # re-insert so the dict order follows the latest statement
-            facts[fact.key] = fact.value
-    return facts
+    """All facts visible across the texts; for a key stated more than once, the latest statement wins.
+
+    The order of the result follows each key's latest statement.
+    """
+    pairs = [pair for text in texts for pair in _pairs(text)]
+    values = dict(pairs)  # the latest value of each key
+    order = list(dict.fromkeys(key for key, _ in reversed(pairs)))
+    return {key: values[key] for key in reversed(order)}
 
 
 def asked_keys(text: str) -> list[str]:
@@ -119,12 +189,10 @@ def asked_keys(text: str) -> list[str]:
     Returns an empty list for text that is not such a question.
     """
     asked: list[str] = []
-    for sentence in sentences(text):
-        if not sentence.endswith("?"):
-            continue
-        body = _QUESTION_LEAD.sub("", sentence.rstrip("?").strip(), count=1)
-        for fragment in re.split(r"\s*(?:,|\band\b|\bor\b)\s*", body):
-            fragment = _TRAILING.sub("", fragment.strip())
+    for sentence in _QUESTION_SENTENCE.findall(squeeze(text)):
+        sentence = sentence.strip().lstrip("*-•#> ").rstrip("?").strip()
+        for fragment in _FRAGMENT_SPLIT.split(sentence):
+            fragment = _QUESTION_LEAD.sub("", fragment.strip(), count=1)
             match = _ASKED.match(fragment)
             if match:
                 asked.append(normalise_key(match.group("key")))
@@ -144,7 +212,7 @@ def match_key(asked: str, known: Iterable[str]) -> str | None:
     return max(candidates, key=len) if candidates else None
 
 
-_REMEMBER = re.compile(r"^(?:please\s+)?remember(?:\s+that|\s+this)?\s*[:,]?\s+(?P<rest>.+)$", re.IGNORECASE | re.DOTALL)
+_REMEMBER = re.compile(r"^(?:please\s)?remember(?:\sthat|\sthis)?\s?[:,]?\s(?P<rest>.+)$", re.IGNORECASE | re.DOTALL)
 _FIRST_PERSON = [
     (re.compile(r"^(?:i am|i'm)\b", re.IGNORECASE), "The user is"),
     (re.compile(r"^(?:i have|i've)\b", re.IGNORECASE), "The user has"),
@@ -166,13 +234,13 @@ def third_person(text: str) -> str:
 
     "I prefer deployments on Tuesday mornings." -> "The user prefers deployments on Tuesday mornings."
     """
-    sentence = text.strip()
+    sentence = squeeze(text).strip()
     for pattern, replacement in _FIRST_PERSON:
         if pattern.match(sentence):
             sentence = pattern.sub(replacement, sentence, count=1)
             break
     else:
-        match = re.match(r"^i\s+(\w+)\b", sentence, re.IGNORECASE)
+        match = re.match(r"^i\s(\w+)\b", sentence, re.IGNORECASE)
         if match:
             sentence = f"The user {_third_person_verb(match.group(1).lower())}{sentence[match.end():]}"
     sentence = re.sub(r"\bmy\b", "the user's", sentence, flags=re.IGNORECASE)
@@ -183,7 +251,84 @@ def third_person(text: str) -> str:
 
 def remember_request(text: str) -> list[str]:
     """The memories a "Please remember that ..." message asks to keep, in the third person; [] for other text."""
-    match = _REMEMBER.match(text.strip())
+    match = _REMEMBER.match(squeeze(text).strip())
     if not match:
         return []
     return [third_person(sentence) for sentence in sentences(match.group("rest"))]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The rules as data. Each dict is one form the offline model reads or answers; `example` is a text that shows it and
+# `stores` (statements) or `answer` / `tool` (questions, requests) what the model makes of it. tests/test_offline_model.py
+# runs every entry through a real Agent, so an entry whose example does not work fails the suite.
+
+RULES: list[dict] = [
+    # statements: where the text stands, the example, and the facts it stores
+    {"kind": "statement", "form": "my X is Y", "where": "user message",
+     "example": "My codename is VEGA.", "stores": {"codename": "VEGA"}},
+    {"kind": "statement", "form": "the user's X is Y (summaries, memory entries)", "where": "user message",
+     "example": "The user's plan is pro.", "stores": {"plan": "pro"}},
+    {"kind": "statement", "form": "your X is Y (an assistant restating a fact)", "where": "user message",
+     "example": "Your home city is Lima.", "stores": {"home city": "Lima"}},
+    {"kind": "statement", "form": "X was Y, X are Y, X = Y", "where": "user message",
+     "example": "My plan = team.", "stores": {"plan": "team"}},
+    {"kind": "statement", "form": "a statement after a lead (please remember that, note:, FYI, by the way, ...)",
+     "where": "user message", "example": "Please remember that my codename is VEGA.", "stores": {"codename": "VEGA"}},
+    {"kind": "statement", "form": "a statement after a greeting", "where": "user message",
+     "example": "Hi! FYI my name is Ada.", "stores": {"name": "Ada"}},
+    {"kind": "statement", "form": "a statement in the system prompt", "where": "system prompt",
+     "example": "Known facts: the user's codename is ORION.", "stores": {"codename": "ORION"}},
+    {"kind": "statement", "form": "several clauses joined by and", "where": "user message",
+     "example": "My name is Ada and my favorite number is 7.", "stores": {"name": "Ada", "favorite number": "7"}},
+    {"kind": "statement", "form": "a later statement wins", "where": "user message",
+     "example": "My codename is VEGA. Actually, my codename is ORION.", "stores": {"codename": "ORION"}},
+    {"kind": "statement", "form": "British and American spellings are one key", "where": "user message",
+     "example": "My favourite colour is teal.", "stores": {"favorite color": "teal"}},
+    {"kind": "statement", "form": "a JSON object (nested keys count by their last name)", "where": "system prompt",
+     "example": 'State manifest: {"codename": "ORION", "user": {"plan": "pro"}}',
+     "stores": {"codename": "ORION", "plan": "pro"}},
+    {"kind": "statement", "form": "several JSON objects in one text (the latest wins)", "where": "system prompt",
+     "example": 'Manifest: {"codename": "ORION"}\nManifest: {"codename": "VEGA"}', "stores": {"codename": "VEGA"}},
+    {"kind": "statement", "form": "a memory entry injected in a <memory> block", "where": "user message",
+     "example": "<memory><entry>The user's deploy day is Tuesday.</entry></memory> Noted?",
+     "stores": {"deploy day": "Tuesday"}},
+    # questions: asked after `given`, answered with `answer`
+    {"kind": "question", "form": "What is my X? (also what's, which, who is, do you remember, tell me, remind me of)",
+     "given": "My codename is VEGA.", "example": "Do you remember my codename?", "answer": "Your codename is VEGA."},
+    {"kind": "question", "form": "several keys in one question", "given": "My name is Ada and my plan is pro.",
+     "example": "What is my name and my plan?", "answer": "Your name is Ada and your plan is pro."},
+    {"kind": "question", "form": "a question after a lead", "given": "My codename is VEGA.",
+     "example": "Hi! By the way, what is my codename again?", "answer": "Your codename is VEGA."},
+    {"kind": "question", "form": "a fact it cannot see", "given": "My name is Ada.",
+     "example": "What is my codename?", "answer": "I cannot see your codename in this conversation."},
+    {"kind": "question", "form": "a question states nothing", "given": "Is my codename VEGA? What is my codename?",
+     "example": "What is my codename?", "answer": "I cannot see your codename in this conversation."},
+    # requests and tools
+    {"kind": "request", "form": "Please summarize this conversation. (the SDK's summarizing manager)",
+     "given": "My codename is VEGA.", "example": "Please summarize this conversation.",
+     "answer": "## Conversation Summary\n* The user's codename is VEGA.\n* Messages summarized: 2."},
+    {"kind": "request", "form": "Extract facts from the following transcript: (the SDK's memory extraction)",
+     "example": "Extract facts from the following transcript:\n\nuser: My codename is VEGA.",
+     "answer": '[{"content": "The user\'s codename is VEGA."}]'},
+    {"kind": "tool", "form": "a question it cannot answer while search_memory is offered",
+     "example": "What is my codename?", "tool": "search_memory", "input": {"query": "What is my codename?"}},
+    {"kind": "tool", "form": "Please remember that I ... while add_memory is offered",
+     "example": "Please remember that I prefer tea.", "tool": "add_memory",
+     "input": {"entries": ["The user prefers tea."]}},
+]
+"""Every form the offline model reads or answers, with an example; notebook 00 shows this list as a table."""
+
+
+def rule_rows() -> list[dict[str, str]]:
+    """RULES as table rows: kind, form, example and what the model makes of it."""
+    rows = []
+    for rule in RULES:
+        if "stores" in rule:
+            result = ", ".join(f"{key} = {value}" for key, value in rule["stores"].items())
+        elif "tool" in rule:
+            result = f"calls {rule['tool']} with {json.dumps(rule['input'])}"
+        else:
+            result = rule["answer"]
+        example = rule["example"] if rule.get("where", "user message") == "user message" else f"(system prompt) {rule['example']}"
+        rows.append({"kind": rule["kind"], "form": rule["form"], "example": example, "the model": result})
+    return rows

@@ -13,8 +13,8 @@ from __future__ import annotations
 import html
 import json
 import math
-import re
 import time
+from dataclasses import dataclass, field
 from typing import Any, AsyncGenerator, AsyncIterable, TypedDict, TypeVar
 
 from pydantic import BaseModel
@@ -25,29 +25,40 @@ from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
 from . import facts as fact_rules
+from .messages import (
+    EXTRACTION_REQUEST,
+    SUMMARY_REQUEST,
+    SUMMARY_TITLE,
+    is_extraction_request,
+    is_summary,
+    is_summary_request,
+    message_text,
+)
+
+__all__ = [
+    "ADD_TOOL_NAME",
+    "EXTRACTION_REQUEST",
+    "NOVA_PRO_CONTEXT_WINDOW",
+    "SEARCH_TOOL_NAME",
+    "SUMMARY_REQUEST",
+    "SUMMARY_TITLE",
+    "OfflineModel",
+    "OfflineModelConfig",
+    "is_summary",
+    "is_summary_request",
+    "message_text",
+]
 
 T = TypeVar("T", bound=BaseModel)
 
 NOVA_PRO_CONTEXT_WINDOW = 300_000
 """Nova Pro's context window: the seeds ran on amazon.nova-pro-v1:0, so threshold ratios mean the same here."""
 
-SUMMARY_REQUEST = "Please summarize this conversation."
-"""The user message the SDK's summarizing manager appends when it asks a model for a summary."""
-
-SUMMARY_TITLE = "## Conversation Summary"
-"""How the offline model's summaries begin, so counters can recognise them among the messages."""
-
 SEARCH_TOOL_NAME = "search_memory"
 """The name of the search tool that ``strands.memory.MemoryManager`` offers."""
 
 ADD_TOOL_NAME = "add_memory"
 """The name of the add tool that ``strands.memory.MemoryManager`` offers when add_tool_config is on."""
-
-EXTRACTION_REQUEST = "Extract facts from the following transcript:"
-"""How the SDK's ModelExtractor opens its request (automatic memory extraction)."""
-
-_MEMORY_ENTRY = re.compile(r"<entry(?:\s[^>]*)?>(?P<content>.*?)</entry>", re.DOTALL)
-_MEMORY_BLOCK = re.compile(r"<memory>.*?</memory>", re.DOTALL)
 
 
 class OfflineModelConfig(TypedDict, total=False):
@@ -65,38 +76,58 @@ class OfflineModelConfig(TypedDict, total=False):
     overflow_at_tokens: int | None
 
 
-def _text_of(content: list[dict[str, Any]]) -> list[str]:
-    """Every piece of text a model would read in a message's content blocks."""
-    texts: list[str] = []
-    for block in content:
-        if "text" in block:
-            texts.append(block["text"])
-        if "toolResult" in block:
-            for item in block["toolResult"].get("content", []):
-                if "text" in item:
-                    texts.append(item["text"])
-                if "json" in item:
-                    texts.append(json.dumps(item["json"]))
-    return texts
+def _tagged(text: str, tag: str, attributes: bool) -> list[tuple[int, int, int, int]]:
+    """Spans of ``<tag ...>content</tag>`` elements: (start, end, content start, content end), in order.
+
+    A scan with str.find that never goes back, so a text full of unclosed tags costs one pass, not one pass per tag.
+    """
+    spans: list[tuple[int, int, int, int]] = []
+    opener, closer = f"<{tag}", f"</{tag}>"
+    position = 0
+    while True:
+        start = text.find(opener, position)
+        if start < 0:
+            break
+        after = start + len(opener)
+        following = text[after : after + 1]
+        if following == ">":
+            close_of_open = after
+        elif attributes and following.isspace():
+            close_of_open = text.find(">", after)
+            if close_of_open < 0:
+                break
+        else:
+            position = start + 1
+            continue
+        content_end = text.find(closer, close_of_open + 1)
+        if content_end < 0:
+            break  # no later opener can be closed either
+        spans.append((start, content_end + len(closer), close_of_open + 1, content_end))
+        position = content_end + len(closer)
+    return spans
 
 
-def message_text(message: dict[str, Any]) -> str:
-    """All the text of one message as a model reads it, tool results included."""
-    return " ".join(_text_of(message["content"]))
-
-
-def is_summary_request(messages: Messages) -> bool:
-    """Whether a call is the summarizing manager asking for a summary (its last message is the request)."""
-    last = messages[-1] if messages else None
-    return last is not None and last["role"] == "user" and _text_of(last["content"])[-1:] == [SUMMARY_REQUEST]
+def _without_memory_blocks(text: str, filler: str) -> str:
+    """The text with every ``<memory>...</memory>`` block replaced by `filler`."""
+    spans = _tagged(text, "memory", attributes=False)
+    if not spans:
+        return text
+    pieces, done = [], 0
+    for start, end, _, _ in spans:
+        pieces += [text[done:start], filler]
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 def _memory_entries(text: str) -> list[str]:
     """Memory contents in a text: ``<entry>`` elements, or a search tool's JSON list of ``{"content": ...}``."""
-    entries = [html.unescape(m.group("content")).strip() for m in _MEMORY_ENTRY.finditer(text)]
+    entries = [html.unescape(text[a:b]).strip() for _, _, a, b in _tagged(text, "entry", attributes=True)]
+    if not text.lstrip().startswith(("[", "{")):
+        return entries
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return entries
     items = data if isinstance(data, list) else [data]
     for item in items:
@@ -116,7 +147,7 @@ def _readable(texts: list[str]) -> list[str]:
     for text in texts:
         entries = _memory_entries(text)
         if entries:
-            rest = _MEMORY_BLOCK.sub(" ", text).strip()
+            rest = _without_memory_blocks(text, " ").strip()
             if rest and not rest.startswith(("[", "{")):
                 out.append(rest)
             out.extend(entries)
@@ -139,19 +170,69 @@ def _join(parts: list[str], word: str = "and") -> str:
     return ", ".join(parts[:-1]) + f" {word} " + parts[-1]
 
 
+@dataclass
+class _Call:
+    """One call as the rules read it; each text is worked out once, and only when a rule needs it."""
+
+    messages: Messages
+    system_prompt: str | None
+    tool_names: list[str]
+    _cache: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def message_texts(self) -> list[str]:
+        """The text of every message, tool results included."""
+        if "texts" not in self._cache:
+            self._cache["texts"] = [message_text(m) for m in self.messages]
+        return self._cache["texts"]
+
+    @property
+    def readable_texts(self) -> list[str]:
+        """The system prompt and the messages, with memory blocks and search results unwrapped into entries."""
+        prompt = [self.system_prompt] if self.system_prompt else []
+        return _readable(prompt) + _readable(self.message_texts)
+
+    @property
+    def question_message(self) -> dict[str, Any] | None:
+        """The latest user message with text in it: the one the model responds to."""
+        if "question_message" not in self._cache:
+            self._cache["question_message"] = next(
+                (m for m in reversed(self.messages) if m["role"] == "user" and any("text" in b for b in m["content"])),
+                None,
+            )
+        return self._cache["question_message"]
+
+    @property
+    def question(self) -> str:
+        """The text of that message without any injected ``<memory>`` block."""
+        message = self.question_message
+        if message is None:
+            return ""
+        if "question" not in self._cache:
+            texts = (_without_memory_blocks(b["text"], "").strip() for b in message["content"] if "text" in b)
+            self._cache["question"] = " ".join(texts).strip()
+        return self._cache["question"]
+
+    @property
+    def tool_used(self) -> bool:
+        """Whether a tool already ran for that message (it is not the last message of the call)."""
+        return self.question_message is not None and self.question_message is not self.messages[-1]
+
+
 class OfflineModel(Model):
     """A model that reads facts from its context and answers from the latest visible statement.
 
-    Behaviour, in the order it is checked on each call:
+    Behaviour, in the order it is checked on each call (one method per rule, ``_summary_rule`` to ``_question_rule``):
       1. Summarization request (the SDK's "Please summarize this conversation."): a bullet summary that
          restates every fact stated in the messages it was given, and nothing else.
       2. Extraction request (the SDK's ModelExtractor): a JSON array of the facts in the user's lines.
       3. "Please remember that ..." with an ``add_memory`` tool offered: a call to that tool with the sentence
          restated in the third person, then a confirmation.
-      4. A question ("...?"): answered from visible facts or memory entries; what it cannot see it says it
+      4. Anything that is not a question: an acknowledgement that repeats the facts the message stated.
+      5. A question ("...?"): answered from visible facts or memory entries; what it cannot see it says it
          cannot see. If a ``search_memory`` tool is offered and the answer is not visible, it calls the tool
          once and answers from the tool result.
-      5. Anything else: an acknowledgement that repeats the facts the message stated.
+    The statement and question forms it reads are listed, with examples, in :data:`companion.facts.RULES`.
     Every call reports usage as Bedrock does: input tokens by the SDK's own estimate, output tokens by the
     same characters/4 rule.
     """
@@ -195,47 +276,72 @@ class OfflineModel(Model):
     ) -> dict[str, Any]:
         """Decide the reply to one call: ``{"text": ...}`` or ``{"tool": name, "input": {...}}``.
 
-        Public so that tests and notebook 00 can show the rules without running an agent.
+        The rules are tried in order and the first that applies answers (see the class docstring). Public so that
+        tests and notebook 00 can show the rules without running an agent.
         """
-        tool_names = tool_names or []
-        message_texts = [message_text(m) for m in messages]
-        entries = [entry for text in message_texts for entry in _memory_entries(text)]
-        all_texts = _readable([system_prompt] if system_prompt else []) + _readable(message_texts)
+        call = _Call(messages, system_prompt, tool_names or [])
+        for rule in (
+            self._summary_rule,
+            self._extraction_rule,
+            self._remember_rule,
+            self._statement_rule,
+            self._question_rule,
+        ):
+            reply = rule(call)
+            if reply is not None:
+                return reply
+        return {"text": "I cannot see a question or a statement to respond to."}
 
-        if is_summary_request(messages):
-            return {"text": self._summary(message_texts[:-1])}
+    def _summary_rule(self, call: _Call) -> dict[str, Any] | None:
+        """Rule 1: the summarizing manager's "Please summarize this conversation." gets a summary of the messages
+        before it that restates every fact they state, and nothing else."""
+        if not is_summary_request(call.messages):
+            return None
+        return {"text": self._summary([message_text(m) for m in call.messages[:-1]])}
 
-        last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
-        if last_user is not None and message_text(last_user).startswith(EXTRACTION_REQUEST):
-            return {"text": self._extraction(message_text(last_user))}
+    def _extraction_rule(self, call: _Call) -> dict[str, Any] | None:
+        """Rule 2: the SDK's memory-extraction request gets a JSON array of the facts in the transcript's user lines."""
+        last_user = next((m for m in reversed(call.messages) if m["role"] == "user"), None)
+        if not is_extraction_request(last_user):
+            return None
+        return {"text": self._extraction(message_text(last_user))}
 
-        question_message = next(
-            (m for m in reversed(messages) if m["role"] == "user" and any("text" in b for b in m["content"])),
-            None,
-        )
-        if question_message is None:
-            return {"text": "I cannot see a question or a statement to respond to."}
-        question = " ".join(
-            _MEMORY_BLOCK.sub("", b["text"]).strip() for b in question_message["content"] if "text" in b
-        ).strip()
-        tool_used = question_message is not messages[-1]  # a tool already ran for this message
+    def _remember_rule(self, call: _Call) -> dict[str, Any] | None:
+        """Rule 3: "Please remember that I ..." while an ``add_memory`` tool is offered becomes a call to that tool
+        with the sentences restated in the third person; once the tool has run, a confirmation (or the error).
 
-        to_remember = fact_rules.remember_request(question)
-        if to_remember and ADD_TOOL_NAME in tool_names and not tool_used:
+        Without the tool, the message goes on to rule 4, which reads any statement in it as a fact.
+        """
+        if call.question_message is None or not (call.tool_used or ADD_TOOL_NAME in call.tool_names):
+            return None
+        to_remember = fact_rules.remember_request(call.question)
+        if not to_remember:
+            return None
+        if not call.tool_used:
             return {"tool": ADD_TOOL_NAME, "input": {"entries": to_remember}}
-        if to_remember and tool_used:
-            if _tool_failed(messages[messages.index(question_message) + 1 :]):
-                return {"text": "I could not save that to memory: the memory tool reported an error."}
-            return {"text": "Saved to memory: " + " ".join(to_remember)}
+        if _tool_failed(call.messages[call.messages.index(call.question_message) + 1 :]):
+            return {"text": "I could not save that to memory: the memory tool reported an error."}
+        return {"text": "Saved to memory: " + " ".join(to_remember)}
 
-        if not question.rstrip().endswith("?"):
-            stated = fact_rules.statements(question)
-            if not stated:
-                return {"text": "Noted."}
-            return {"text": "Noted: " + _join([f"{_possessive(f.key)} is {f.value}" for f in stated]) + "."}
+    def _statement_rule(self, call: _Call) -> dict[str, Any] | None:
+        """Rule 4: a message that is not a question (it does not end in "?") gets an acknowledgement repeating the
+        facts it states, or a plain "Noted." when it states none."""
+        if call.question_message is None or call.question.rstrip().endswith("?"):
+            return None
+        stated = fact_rules.statements(call.question)
+        if not stated:
+            return {"text": "Noted."}
+        return {"text": "Noted: " + _join([f"{_possessive(f.key)} is {f.value}" for f in stated]) + "."}
 
-        known = fact_rules.latest_facts(all_texts)
-        asked = fact_rules.asked_keys(question)
+    def _question_rule(self, call: _Call) -> dict[str, Any] | None:
+        """Rule 5: a question is answered from the latest visible statement of each key it asks about, and what the
+        model cannot see it says it cannot see. When the answer is not visible and a ``search_memory`` tool is offered,
+        the model first calls that tool (once) and then answers from its result."""
+        if call.question_message is None:
+            return None
+        entries = [entry for text in call.message_texts for entry in _memory_entries(text)]
+        asked = fact_rules.asked_keys(call.question)
+        known = fact_rules.latest_facts(call.readable_texts) if asked else {}
         answers, missing = [], []
         for key in asked:
             found = fact_rules.match_key(key, known)
@@ -244,9 +350,8 @@ class OfflineModel(Model):
             else:
                 answers.append(f"{_possessive(found)} is {known[found]}")
 
-        if (missing or not asked) and not entries and SEARCH_TOOL_NAME in tool_names and not tool_used:
-            return {"tool": SEARCH_TOOL_NAME, "input": {"query": question}}
-
+        if (missing or not asked) and not entries and SEARCH_TOOL_NAME in call.tool_names and not call.tool_used:
+            return {"tool": SEARCH_TOOL_NAME, "input": {"query": call.question}}
         if asked:
             parts = []
             if answers:

@@ -13,7 +13,9 @@ import logging
 import os
 import re
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,10 +26,20 @@ from .embeddings import Embedder
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = "1"
+DEFAULT_BUSY_TIMEOUT = 5.0  # seconds a store waits for another writer's lock before saying the file is locked
+_SQLITE_LOCK_BYTES = 0x40000000  # SQLite's POSIX locks sit on the bytes from here (pending, reserved, shared range)
 
 
 class StoreError(RuntimeError):
     """A database file that is not (or not yet) a workbook memory store; nothing in it was changed."""
+
+
+class StoreLockedError(StoreError):
+    """Another connection holds a lock on a healthy store file; waiting longer, or closing that connection, helps."""
+
+
+class StoreDamagedError(StoreError):
+    """A store file whose pages SQLite cannot read (damaged mid-file); nothing in it was changed."""
 
 
 class EmbedderMismatchError(StoreError):
@@ -52,30 +64,85 @@ class Hit:
     score: float
 
 
-def connect(path: str | os.PathLike) -> tuple[Any, Any]:
-    """Open SQLite with sqlite-vec loaded: the standard `sqlite3` if it can load extensions, else `sqlean`.
+@lru_cache(maxsize=1)
+def _sqlite_module() -> Any:
+    """The standard `sqlite3` if it can load sqlite-vec, else `sqlean`; decided once, on an in-memory database.
 
-    Returns (connection, the DB-API module that made it), so callers catch that module's errors.
+    The probe never opens the store's file: closing a file descriptor drops every POSIX lock the process holds on
+    that file, so a probe on the real path would silently release another connection's lock (and invite damage).
     """
     import sqlite3
 
-    connection = sqlite3.connect(str(path), check_same_thread=False)
-    if hasattr(connection, "enable_load_extension"):
-        try:
-            connection.enable_load_extension(True)
-            sqlite_vec.load(connection)
-            connection.enable_load_extension(False)
-            return connection, sqlite3
-        except sqlite3.OperationalError:
-            pass
-    connection.close()
-    import sqlean
+    probe = sqlite3.connect(":memory:")
+    try:
+        probe.enable_load_extension(True)
+        sqlite_vec.load(probe)
+        return sqlite3
+    except (AttributeError, sqlite3.OperationalError):
+        import sqlean
 
-    connection = sqlean.connect(str(path), check_same_thread=False)
+        return sqlean
+    finally:
+        probe.close()
+
+
+def connect(path: str | os.PathLike, timeout: float = DEFAULT_BUSY_TIMEOUT) -> tuple[Any, Any]:
+    """Open SQLite with sqlite-vec loaded: the standard `sqlite3` if it can load extensions, else `sqlean`.
+
+    `timeout` is how long a statement waits for another connection's lock before failing with "database is locked".
+    Returns (connection, the DB-API module that made it), so callers catch that module's errors.
+    """
+    module = _sqlite_module()
+    connection = module.connect(str(path), timeout=timeout, check_same_thread=False)
     connection.enable_load_extension(True)
     sqlite_vec.load(connection)
     connection.enable_load_extension(False)
-    return connection, sqlean
+    return connection, module
+
+
+def lock_holders(path: str | os.PathLike) -> str:
+    """Who holds SQLite's locks on `path`, read from /proc/locks (Linux) without opening the file.
+
+    Opening and closing the file here would drop every POSIX lock this process holds on it, so it is never opened.
+    Returns e.g. "process 4242 (python -m notebook), holding a write lock" or "" when it cannot be told.
+    """
+    try:
+        inode = os.stat(path).st_ino
+        with open("/proc/locks", encoding="ascii", errors="replace") as file:
+            lines = file.read().splitlines()
+    except OSError:
+        return ""
+    holders: dict[int, str] = {}
+    for line in lines:
+        fields = line.split()
+        if "->" in fields or len(fields) < 8:
+            continue  # a waiter, not a holder
+        try:
+            kind, pid, file_id, start = fields[3], int(fields[4]), fields[5], fields[6]
+            if int(file_id.split(":")[-1]) != inode or int(start) < _SQLITE_LOCK_BYTES:
+                continue
+        except ValueError:
+            continue
+        if holders.get(pid) != "WRITE":
+            holders[pid] = kind
+    described = []
+    for pid, kind in sorted(holders.items(), key=lambda item: item[1] != "WRITE"):
+        lock = "a write lock (a write or an unfinished transaction)" if kind == "WRITE" else "a read lock"
+        if pid == os.getpid():
+            described.append(f"a connection in this same process (process {pid}: another store object or an open "
+                             f"transaction of this kernel), holding {lock}")
+        else:
+            described.append(f"process {pid} ({_command_line(pid)}), holding {lock}")
+    return "; ".join(described)
+
+
+def _command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            words = file.read().split(b"\0")
+        return " ".join(w.decode(errors="replace") for w in words if w)[:120] or "command unknown"
+    except OSError:
+        return "command unknown"
 
 
 def _normalise(text: str) -> str:
@@ -102,11 +169,17 @@ class SqliteVecMemoryStore:
         min_score: float | None = None,
         writable: bool = True,
         extraction: Any = None,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         """Open (or create) the store at `path` (":memory:" for a throw-away one) for `embedder`'s vectors.
 
-        Raises StoreError for a file that is not a memory store and EmbedderMismatchError for another embedder's store;
-        in both cases the file is left exactly as it was.
+        `busy_timeout` (default 5 s) is how long opening, reading or writing waits while another connection holds a
+        lock on the file (a writer in another process or kernel, or an unfinished transaction); after that the call
+        raises StoreLockedError, saying who holds the lock. The file is healthy then: close the other holder and retry.
+
+        Raises StoreError for a file that is not a memory store, StoreDamagedError for a file SQLite cannot read
+        (naming it), and EmbedderMismatchError for another embedder's store; in every case the file is left exactly as
+        it was.
         """
         self.name = name
         self.description = description
@@ -116,22 +189,58 @@ class SqliteVecMemoryStore:
         self.extraction = extraction
         self.embedder = embedder
         self.path = str(path)
+        self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
-        self._db, self._module = connect(self.path)
+        self._db, self._module = connect(self.path, timeout=busy_timeout)
         try:
-            self._open()
+            with self._guarded("opening it"):
+                self._open()
         except BaseException:
             self._db.close()
             raise
 
-    def _open(self) -> None:
-        try:
-            tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-        except self._module.DatabaseError as error:
-            raise StoreError(
+    def _failure(self, error: Exception, doing: str) -> StoreError | None:
+        """The store's own error for a locked or damaged file, or None for any other database error."""
+        text = str(error)
+        if isinstance(error, self._module.OperationalError) and ("locked" in text or "busy" in text):
+            holder = lock_holders(self.path) or "another connection (in this or another process)"
+            return StoreLockedError(
+                f"The memory store {self.path} is locked by {holder}; {doing} waited {self.busy_timeout:g} s for it "
+                f"(busy_timeout) and gave up ({text}). The file is healthy and nothing was changed. Let the other "
+                "writer finish: close the other store (store.close()) or stop that process or kernel, then run this "
+                "again, or open the store with a longer busy_timeout."
+            )
+        if "not a database" in text:
+            return StoreError(
                 f"{self.path} is not a SQLite database ({error}). Nothing was changed: "
                 "point the store at a new file, or move this one aside."
-            ) from None
+            )
+        if "malformed" in text or "corrupt" in text or "disk I/O" in text:
+            return StoreDamagedError(
+                f"The memory store {self.path} is damaged: SQLite cannot read part of it while {doing} ({text}). "
+                "Nothing was changed. Keep the file for inspection (move it aside), then build a new store at this "
+                "path and add the memories again."
+            )
+        return None
+
+    @contextmanager
+    def _guarded(self, doing: str):
+        """Turn SQLite's raw lock and damage errors into the store's own, naming the file."""
+        try:
+            yield
+        except self._module.DatabaseError as error:
+            failure = self._failure(error, doing)
+            if failure is None:
+                raise
+            try:
+                if self._db.in_transaction:
+                    self._db.rollback()
+            except self._module.Error:
+                pass
+            raise failure from None
+
+    def _open(self) -> None:
+        tables = {row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         if not tables:
             self._create()
             return
@@ -178,7 +287,7 @@ class SqliteVecMemoryStore:
         if any(not t for t in texts):
             raise ValueError("A memory must contain some text; got an empty one.")
         results: list[AddResult | None] = [None] * len(texts)
-        with self._lock:
+        with self._lock, self._guarded("adding memories"):
             fresh: dict[str, int] = {}
             for index, text in enumerate(texts):
                 row = self._db.execute("SELECT id FROM memories WHERE content = ?", (text,)).fetchone()
@@ -228,12 +337,12 @@ class SqliteVecMemoryStore:
 
     def count(self) -> int:
         """How many memories the store holds."""
-        with self._lock:
+        with self._lock, self._guarded("counting memories"):
             return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
 
     def all(self) -> list[tuple[str, str, np.ndarray]]:
         """Every memory with its vector, in insertion order (for plots)."""
-        with self._lock:
+        with self._lock, self._guarded("reading memories"):
             rows = self._db.execute(
                 "SELECT m.id, m.content, v.embedding FROM memories m JOIN memory_vectors v ON v.rowid = m.id ORDER BY m.id"
             ).fetchall()
@@ -243,7 +352,7 @@ class SqliteVecMemoryStore:
         """Nearest memories by cosine similarity of embeddings (exact search over the whole index)."""
         k = k or self.max_search_results
         vector = self.embedder.embed([query])[0]
-        with self._lock:
+        with self._lock, self._guarded("searching by meaning"):
             rows = self._db.execute(
                 "SELECT v.rowid, v.distance, m.content FROM memory_vectors v JOIN memories m ON m.id = v.rowid "
                 "WHERE v.embedding MATCH ? AND k = ? ORDER BY v.distance",
@@ -258,7 +367,7 @@ class SqliteVecMemoryStore:
         expression = keyword_query(query)
         if not expression:
             return []
-        with self._lock:
+        with self._lock, self._guarded("searching by keyword"):
             rows = self._db.execute(
                 "SELECT rowid, bm25(memory_keywords), content FROM memory_keywords WHERE memory_keywords MATCH ? "
                 "ORDER BY bm25(memory_keywords) LIMIT ?",

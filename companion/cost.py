@@ -1,7 +1,10 @@
-"""Turning recorded model calls into the numbers of a cost comparison: curves, slopes, totals, survival."""
+"""Turning recorded model calls into the numbers of a cost comparison: curves, slopes, totals, survival, dollars,
+and the turn from which summarizing pays off."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Sequence
 
 
@@ -40,19 +43,96 @@ def facts_kept(answer: str, facts: dict[str, Any]) -> list[str]:
     return [name for name, value in facts.items() if str(value) in answer]
 
 
-def cost_row(strategy: str, calls: list[dict[str, Any]], answer: str, facts: dict[str, Any], growing_slope: float) -> dict[str, Any]:
-    """One line of the cost table, computed from the calls a MeteredModel recorded."""
-    turn_inputs = [c["input"] for c in calls if c["kind"] == "turn"]
+def cost_row(strategy: str, calls: list[dict[str, Any]], answer: str, facts: dict[str, Any], growing_slope: float,
+             price: "Price | None" = None) -> dict[str, Any]:
+    """One line of the cost table, computed from the calls a MeteredModel recorded with turn labels: the tokens of the
+    last turn and the shape of the per-turn curve (every call of a turn, input + output, as notebook 07 plots it), the
+    summarization calls and their tokens, all tokens of all calls, their price, and how many planted facts the last
+    answer still names. `growing_slope` is the no-pruning curve's slope over its second half."""
+    per_turn = tokens_by_turn(calls, max(c["turn"] for c in calls))
     summaries = [c for c in calls if c["kind"] == "summary"]
-    kept = facts_kept(answer, facts)
     return {
         "strategy": strategy,
-        "last turn input": turn_inputs[-1],
-        "tokens/turn (2nd half)": round(slope(turn_inputs[len(turn_inputs) // 2 :]), 1),
-        "curve": curve_shape(turn_inputs, growing_slope),
-        "turn input total": sum(turn_inputs),
-        "extra calls": len(summaries),
-        "extra tokens": sum(c["input"] + c["output"] for c in summaries),
+        "last turn tokens": per_turn[-1],
+        "curve": curve_shape(per_turn, growing_slope),
+        "summary calls": len(summaries),
+        "summary tokens": sum(c["input"] + c["output"] for c in summaries),
         "all tokens": sum(c["input"] + c["output"] for c in calls),
-        "facts kept": f"{len(kept)}/{len(facts)} " + (", ".join(kept) if kept else "none"),
+        "USD": round(call_dollars(calls, price or NOVA_PRO_ON_DEMAND), 5),
+        "facts kept": f"{len(facts_kept(answer, facts))}/{len(facts)}",
     }
+
+
+# --- every call counted, by turn; when summarizing pays off; what it costs in dollars -------------------------------
+
+
+@dataclass(frozen=True)
+class Price:
+    """An on-demand price per 1,000 tokens, with where and when it was read."""
+
+    model: str
+    region: str
+    input_per_1k: float
+    output_per_1k: float
+    source: str
+    as_of: str
+
+    def dollars(self, input_tokens: int, output_tokens: int) -> float:
+        """The price of that many input and output tokens, in US dollars."""
+        return input_tokens / 1000 * self.input_per_1k + output_tokens / 1000 * self.output_per_1k
+
+
+# The one place the workbook's dollar figures come from. Amazon Nova Pro (amazon.nova-pro-v1:0) on-demand, us-east-1:
+# the AWS Price List Bulk API offer for AmazonBedrock, publication date 2026-09-01, as recorded in the "Amazon Nova
+# plans pricing" file of the API Evangelist amazon-nova repository (it names https://aws.amazon.com/bedrock/pricing/ as
+# the human-readable page). The same numbers are Nova Pro's launch price (December 2024). Check the pricing page before
+# quoting a budget: prices change, and Batch, Flex and cached input are cheaper.
+NOVA_PRO_ON_DEMAND = Price(
+    model="Amazon Nova Pro (amazon.nova-pro-v1:0), on-demand",
+    region="us-east-1",
+    input_per_1k=0.0008,
+    output_per_1k=0.0032,
+    source="AWS Price List Bulk API, AmazonBedrock offer (via API Evangelist, 'Amazon Nova plans pricing')",
+    as_of="2026-09-01",
+)
+
+
+def call_dollars(calls: list[dict[str, Any]], price: Price = NOVA_PRO_ON_DEMAND) -> float:
+    """What the recorded calls cost at `price`: every call, summaries included."""
+    return price.dollars(sum(c["input"] for c in calls), sum(c["output"] for c in calls))
+
+
+def tokens_by_turn(calls: list[dict[str, Any]], turns: int) -> list[int]:
+    """All tokens (input + output) of every call, summaries included, per turn 1..turns, from the calls' `turn` labels
+    (a MeteredModel whose `turn` was set before each invocation)."""
+    per_turn = [0] * turns
+    for call in calls:
+        if not 1 <= call.get("turn", 0) <= turns:
+            raise ValueError(f"call {call!r} has no turn label in 1..{turns}; set MeteredModel.turn before each invocation")
+        per_turn[call["turn"] - 1] += call["input"] + call["output"]
+    return per_turn
+
+
+def dollars_by_turn(calls: list[dict[str, Any]], turns: int, price: Price = NOVA_PRO_ON_DEMAND) -> list[float]:
+    """What every call of each turn 1..turns cost at `price` (input and output priced apart), from the turn labels."""
+    per_turn = [0.0] * turns
+    for number in range(1, turns + 1):
+        per_turn[number - 1] = call_dollars([c for c in calls if c.get("turn") == number], price)
+    return per_turn
+
+
+def running_total(values: Sequence[float]) -> list[float]:
+    """Cumulative sums: the bill so far after each turn."""
+    return list(accumulate(values))
+
+
+def payoff_turn(strategy_total: Sequence[int], baseline_total: Sequence[int]) -> int | None:
+    """The first turn from which the strategy's running total stays strictly below the baseline's until the end of
+    the run; None if it is not below at the last turn (it has not paid off within the run)."""
+    turn = None
+    for number in range(len(baseline_total), 0, -1):
+        if strategy_total[number - 1] < baseline_total[number - 1]:
+            turn = number
+        else:
+            break
+    return turn

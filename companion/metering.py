@@ -19,9 +19,13 @@ class MeteredModel(Model):
     """Wraps any Strands model and appends each call's reported usage to `calls`.
 
     A call whose last message is the summarizing manager's "Please summarize this conversation." is recorded with
-    kind "summary"; every other call with kind "turn". `last_messages` keeps what the last call sent, after any
-    middleware (such as memory injection) changed it. Works the same on the offline model and on Bedrock, because it
-    reads the usage the model reports, not an estimate of its own.
+    kind "summary"; every other call with kind "turn". Each record also carries `turn`, the value of the `turn`
+    attribute when the call was made (set it before each invocation to group a turn's calls, summaries included;
+    it stays 0 if you never set it). `last_messages` keeps what the last call sent, after any middleware (such as
+    memory injection) changed it. `exchanges` keeps, per call, what the model received (the messages and the system
+    prompt) and the text it streamed back, so a check can recount tokens without trusting the reported usage.
+    Works the same on the offline model and on Bedrock, because `calls` holds the usage the model reports, not an
+    estimate of its own.
     """
 
     def __init__(self, inner: Model) -> None:
@@ -29,6 +33,8 @@ class MeteredModel(Model):
         self.inner = inner
         self.calls: list[dict[str, Any]] = []
         self.last_messages: Messages = []  # exactly what the last call sent, injected memory included
+        self.turn = 0  # a label the caller sets before each invocation; copied into every call record
+        self.exchanges: list[dict[str, Any]] = []  # per call: messages and system prompt received, text streamed back
 
     def update_config(self, **model_config: Any) -> None:
         """Configure the wrapped model."""
@@ -52,11 +58,17 @@ class MeteredModel(Model):
         """Pass the call through and record the usage in its metadata event."""
         kind = "summary" if is_summary_request(messages) else "turn"
         self.last_messages = messages
+        exchange: dict[str, Any] = {"messages": list(messages), "system_prompt": system_prompt, "reply": ""}
+        self.exchanges.append(exchange)
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
+            delta = event.get("contentBlockDelta", {}).get("delta", {})
+            if "text" in delta:
+                exchange["reply"] += delta["text"]
             if "metadata" in event and "usage" in event["metadata"]:
                 usage = event["metadata"]["usage"]
                 self.calls.append(
-                    {"kind": kind, "input": usage["inputTokens"], "output": usage["outputTokens"], "messages": len(messages)}
+                    {"kind": kind, "input": usage["inputTokens"], "output": usage["outputTokens"], "messages": len(messages),
+                     "turn": self.turn}
                 )
             yield event
 

@@ -91,21 +91,49 @@ def threshold_sweep_plot(thresholds: Sequence[float], first_turns: Sequence[int 
 
 
 def token_curves_plot(curves: dict[str, Sequence[int]], title: str) -> Figure:
-    """Input tokens per turn, one curve per strategy, and their running totals beside them."""
+    """All tokens of every call per turn (input + output, summarization calls included), one curve per strategy, and
+    their running totals beside them; the legend of the totals gives each strategy's final total, largest first."""
     with plt.rc_context(STYLE):
         fig, (per_turn, total) = plt.subplots(1, 2, figsize=(15, 6))
-        for (label, values), marker in zip(curves.items(), "osD^v<>"):
+        markers = dict(zip(curves, "osD^v<>"))
+        colors = {label: f"C{index}" for index, label in enumerate(curves)}
+        for label, values in curves.items():
             turns = range(1, len(values) + 1)
-            per_turn.plot(turns, values, marker + "-", markersize=5, label=label)
+            per_turn.plot(turns, values, markers[label] + "-", markersize=5, color=colors[label], label=label)
+        for label, values in sorted(curves.items(), key=lambda item: -sum(item[1])):
+            turns = range(1, len(values) + 1)
             running = [sum(values[: i + 1]) for i in range(len(values))]
-            total.plot(turns, running, marker + "-", markersize=5, label=label)
-        per_turn.set_title("Input tokens sent per turn")
-        total.set_title("Cumulative input tokens")
+            total.plot(turns, running, markers[label] + "-", markersize=5, color=colors[label],
+                       label=f"{label}: {running[-1]:,}")
+        per_turn.set_title("Tokens per turn, every call")
+        total.set_title("Running total (legend: final total)")
         for ax in (per_turn, total):
             ax.set_xlabel("turn")
-            ax.set_ylabel("input tokens")
+            ax.set_ylabel("tokens (input + output)")
         per_turn.legend(loc="upper left")
+        total.legend(loc="upper left")
         fig.suptitle(title)
+        fig.tight_layout()
+    return fig
+
+
+def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], baseline: str) -> Figure:
+    """Running total of each strategy minus the baseline's, per turn: below zero the strategy has cost less so far.
+    A dashed line marks the turn from which each stays below (its payoff turn), when there is one."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(12, 5.5))
+        ax.axhline(0, color="black", linewidth=1.2)
+        for (label, values), marker in zip(gaps.items(), "D^sov"):
+            turns = range(1, len(values) + 1)
+            turn = payoff.get(label)
+            note = f"pays off from turn {turn}" if turn else f"not paid off in {len(values)} turns"
+            line, = ax.plot(turns, values, marker + "-", markersize=4, markevery=max(1, len(values) // 20), label=f"{label}: {note}")
+            if turn:
+                ax.axvline(turn, color=line.get_color(), linestyle="--", linewidth=1.5)
+        ax.set_xlabel("turn")
+        ax.set_ylabel(f"tokens so far minus {baseline}'s")
+        ax.set_title(f"When summarizing pays off: running total minus {baseline} (below 0 = cheaper so far)")
+        ax.legend(loc="lower left")
         fig.tight_layout()
     return fig
 

@@ -1,8 +1,11 @@
-"""Hand-built memory: store every message, prune on read (the design of seed article 000, written anew here).
+"""Hand-built memory: store every message, prune on read.
 
-The SDK ships the same two strategies as conversation managers (SlidingWindowConversationManager truncates,
-SummarizingConversationManager summarizes). Notebook 07 runs this hand-built version beside them on the same script,
-so the mechanism is visible instead of hidden inside a manager.
+The design follows the article *Memoria en agentes de IA: sesión, persistencia y context window con Strands* (Hazel
+Sáenz, Strands series), written anew here. The SDK ships the same two strategies as conversation managers
+(SlidingWindowConversationManager truncates, SummarizingConversationManager summarizes). Notebook 07 runs this
+hand-built version beside them on the same script, so the mechanism is visible instead of hidden inside a manager.
+
+The strategies live in one table, `STRATEGIES`: a new strategy is one function and one entry.
 """
 
 from __future__ import annotations
@@ -12,13 +15,12 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable
 
 from strands.types.content import Message
 
 from .workspace import check_session_id
 
-Strategy = Literal["truncate", "summarize"]
 Summarizer = Callable[[list[Message]], str]
 
 
@@ -27,34 +29,8 @@ def count_tokens(messages: list[Message]) -> int:
     return sum(math.ceil(len(block["text"]) / 4) for m in messages for block in m["content"] if "text" in block)
 
 
-def prune(
-    messages: list[Message],
-    *,
-    strategy: Strategy = "truncate",
-    max_tokens: int = 4000,
-    summarizer: Summarizer | None = None,
-    preserve_recent: int = 2,
-) -> list[Message]:
-    """The view of `messages` to send to the model, within `max_tokens`. The input list is never modified.
-
-    Within budget: everything, at no cost. Over it, "truncate" keeps the newest messages that fit, starting at a user
-    message; "summarize" replaces all but the `preserve_recent` newest with one user-role summary written by `summarizer`
-    (one extra model call).
-    """
-    if strategy not in ("truncate", "summarize"):
-        raise ValueError(f"Unknown pruning strategy {strategy!r}; choose 'truncate' or 'summarize'.")
-    if max_tokens <= 0:
-        raise ValueError(f"max_tokens must be positive, got {max_tokens!r}")
-    if count_tokens(messages) <= max_tokens or len(messages) <= 1:
-        return list(messages)
-    if strategy == "truncate":
-        return _truncate(messages, max_tokens)
-    if summarizer is None:
-        raise ValueError("The 'summarize' strategy needs a summarizer: a function from messages to summary text.")
-    return _summarize(messages, summarizer, preserve_recent)
-
-
-def _truncate(messages: list[Message], max_tokens: int) -> list[Message]:
+def truncate(messages: list[Message], *, max_tokens: int, summarizer: Summarizer | None, preserve_recent: int) -> list[Message]:
+    """Keep the newest messages that fit in `max_tokens`, starting at a user message. Free: no model call."""
     kept: list[Message] = []
     for message in reversed(messages):
         if count_tokens(kept + [message]) > max_tokens:
@@ -65,11 +41,42 @@ def _truncate(messages: list[Message], max_tokens: int) -> list[Message]:
     return kept
 
 
-def _summarize(messages: list[Message], summarizer: Summarizer, preserve_recent: int) -> list[Message]:
+def summarize(messages: list[Message], *, max_tokens: int, summarizer: Summarizer | None, preserve_recent: int) -> list[Message]:
+    """Replace all but the `preserve_recent` newest messages with one user-role summary: one extra model call."""
+    if summarizer is None:
+        raise ValueError("The 'summarize' strategy needs a summarizer: a function from messages to summary text.")
     keep = max(0, min(preserve_recent, len(messages) - 1))
     older, recent = messages[: len(messages) - keep], messages[len(messages) - keep :]
     summary: Message = {"role": "user", "content": [{"text": summarizer(older).strip()}]}
     return [summary, *recent]
+
+
+# name -> function(messages, *, max_tokens, summarizer, preserve_recent) -> the view to send. Add a strategy here.
+STRATEGIES: dict[str, Callable[..., list[Message]]] = {
+    "truncate": truncate,
+    "summarize": summarize,
+}
+
+
+def prune(
+    messages: list[Message],
+    *,
+    strategy: str = "truncate",
+    max_tokens: int = 4000,
+    summarizer: Summarizer | None = None,
+    preserve_recent: int = 2,
+) -> list[Message]:
+    """The view of `messages` to send to the model, within `max_tokens`. The input list is never modified.
+
+    Within budget: everything, at no cost. Over it: the strategy named in STRATEGIES decides.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown pruning strategy {strategy!r}; choose one of: {', '.join(STRATEGIES)}.")
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens!r}")
+    if count_tokens(messages) <= max_tokens or len(messages) <= 1:
+        return list(messages)
+    return STRATEGIES[strategy](list(messages), max_tokens=max_tokens, summarizer=summarizer, preserve_recent=preserve_recent)
 
 
 class JsonHistoryStore:

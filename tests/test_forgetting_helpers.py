@@ -15,12 +15,25 @@ from strands.agent.conversation_manager import (
 from strands.session import FileSessionManager
 
 from companion.conversations import load_script, scripted_turns
-from companion.cost import cost_row, curve_shape, facts_kept, r_squared, slope
+from companion.cost import (
+    NOVA_PRO_ON_DEMAND,
+    Price,
+    call_dollars,
+    cost_row,
+    curve_shape,
+    dollars_by_turn,
+    facts_kept,
+    payoff_turn,
+    r_squared,
+    running_total,
+    slope,
+    tokens_by_turn,
+)
 from companion.counters import is_summary, message_text, turn_counters
 from companion.display import table, text_table
 from companion.metering import MeteredModel
 from companion.offline_model import SUMMARY_REQUEST, OfflineModel
-from companion.pruning import JsonHistoryStore, count_tokens, prune
+from companion.pruning import STRATEGIES, JsonHistoryStore, count_tokens, prune
 from companion.workspace import UnsafePathError
 from conftest import assistant, user
 
@@ -130,7 +143,7 @@ def test_prune_summarize_calls_the_summarizer_once_with_the_older_messages():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"strategy": "drop"}, "Unknown pruning strategy"),
+        ({"strategy": "drop"}, "Unknown pruning strategy 'drop'; choose one of: truncate, summarize"),
         ({"max_tokens": 0}, "max_tokens must be positive"),
         ({"strategy": "summarize", "max_tokens": 5}, "needs a summarizer"),
     ],
@@ -173,6 +186,38 @@ def test_metered_model_passes_settings_through():
     assert inner.context_window_limit == 1_000 == metered.context_window_limit
 
 
+def test_metered_model_labels_turns_and_keeps_what_each_call_received():
+    import math
+
+    from companion.offline_model import is_summary_request
+
+    metered = MeteredModel(OfflineModel())
+    manager = SummarizingConversationManager(
+        summary_ratio=0.3, preserve_recent_messages=2, proactive_compression={"compression_threshold": 0.00005}
+    )
+    agent = Agent(model=metered, conversation_manager=manager, callback_handler=None)
+    for number, prompt in enumerate(scripted_turns("codename", 5, codename="ORION"), start=1):
+        metered.turn = number
+        agent(prompt)
+    assert [c["turn"] for c in metered.calls if c["kind"] == "turn"] == [1, 2, 3, 4, 5]
+    assert len(metered.exchanges) == len(metered.calls)
+    for call, exchange in zip(metered.calls, metered.exchanges):
+        assert call["kind"] == ("summary" if is_summary_request(exchange["messages"]) else "turn")
+        system = math.ceil(len(exchange["system_prompt"] or "") / 4)  # the SDK sends its summarization prompt here
+        assert call["input"] == count_tokens(exchange["messages"]) + system, "the offline model reports the SDK's estimate"
+        assert call["output"] == math.ceil(len(exchange["reply"]) / 4)
+    assert MeteredModel(OfflineModel()).turn == 0, "unlabelled calls stay at turn 0"
+
+
+def test_a_new_pruning_strategy_is_one_entry(monkeypatch):
+    def newest_only(messages, *, max_tokens, summarizer, preserve_recent):
+        return messages[-1:]
+
+    monkeypatch.setitem(STRATEGIES, "newest", newest_only)
+    assert prune(history(5), strategy="newest", max_tokens=10) == history(5)[-1:]
+    assert prune(history(1), strategy="newest", max_tokens=10_000) == history(1), "within budget: untouched"
+
+
 def test_slope_and_r_squared():
     assert slope([1, 3, 5, 7]) == pytest.approx(2)
     assert r_squared([1, 3, 5, 7]) == pytest.approx(1)
@@ -188,15 +233,50 @@ def test_curve_shape():
 
 def test_cost_row_is_computed_from_calls():
     calls = [
-        {"kind": "turn", "input": 10, "output": 2},
-        {"kind": "summary", "input": 30, "output": 8},
-        {"kind": "turn", "input": 20, "output": 3},
+        {"kind": "turn", "input": 10, "output": 2, "turn": 1},
+        {"kind": "summary", "input": 30, "output": 8, "turn": 2},
+        {"kind": "turn", "input": 20, "output": 3, "turn": 2},
     ]
     row = cost_row("demo", calls, "Your codename is ORION.", {"codename": "ORION", "city": "Lima"}, growing_slope=10)
-    assert row["last turn input"] == 20 and row["turn input total"] == 30
-    assert row["extra calls"] == 1 and row["extra tokens"] == 38 and row["all tokens"] == 73
-    assert row["facts kept"] == "1/2 codename"
+    assert row["last turn tokens"] == 61, "the last turn counts its summary call too"
+    assert row["summary calls"] == 1 and row["summary tokens"] == 38 and row["all tokens"] == 73
+    assert row["USD"] == round((60 * 0.0008 + 13 * 0.0032) / 1000, 5)
+    assert row["facts kept"] == "1/2"
     assert facts_kept("nothing", {"a": 1}) == []
+
+
+def test_tokens_and_dollars_by_turn_count_every_call():
+    calls = [
+        {"kind": "turn", "input": 10, "output": 2, "turn": 1},
+        {"kind": "summary", "input": 30, "output": 8, "turn": 2},
+        {"kind": "turn", "input": 20, "output": 3, "turn": 2},
+    ]
+    assert tokens_by_turn(calls, 3) == [12, 61, 0]
+    assert running_total([12, 61, 0]) == [12, 73, 73]
+    assert dollars_by_turn(calls, 2) == pytest.approx([call_dollars(calls[:1]), call_dollars(calls[1:])])
+    with pytest.raises(ValueError, match="no turn label"):
+        tokens_by_turn([{"kind": "turn", "input": 1, "output": 1}], 1)
+
+
+def test_price_constant_and_dollars():
+    assert (NOVA_PRO_ON_DEMAND.input_per_1k, NOVA_PRO_ON_DEMAND.output_per_1k) == (0.0008, 0.0032)
+    assert NOVA_PRO_ON_DEMAND.as_of and NOVA_PRO_ON_DEMAND.source and NOVA_PRO_ON_DEMAND.region == "us-east-1"
+    assert NOVA_PRO_ON_DEMAND.dollars(1000, 1000) == pytest.approx(0.004)
+    free = Price("m", "r", 0.0, 0.0, "s", "d")
+    assert call_dollars([{"input": 5, "output": 5}], free) == 0.0
+
+
+@pytest.mark.parametrize(
+    "strategy, baseline, expected",
+    [
+        ([5, 20, 30, 35, 40], [5, 15, 30, 50, 75], 4),  # equal or above until turn 3, below from turn 4 on
+        ([5, 10, 40, 80], [5, 15, 30, 50], None),  # below once, then above again: not paid off
+        ([1, 2], [5, 6], 1),
+        ([5, 6], [5, 6], None),  # equal is not cheaper
+    ],
+)
+def test_payoff_turn_is_the_first_turn_from_which_it_stays_below(strategy, baseline, expected):
+    assert payoff_turn(strategy, baseline) == expected
 
 
 def test_no_pruning_grows_linearly_on_the_offline_model():

@@ -16,14 +16,16 @@ figure (where each kind of memory enters a model call), drawn from an agent's ow
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import cycle, islice
 from pathlib import Path
-from typing import Any, AsyncIterable, Callable, Sequence
+from typing import Any
 
 from strands.memory import MemoryEntry
 from strands.types.content import Messages
@@ -32,8 +34,8 @@ from strands.types.tools import ToolSpec
 
 from . import facts as fact_rules
 from .conversations import load_script
+from .messages import is_extraction_request, message_text
 from .metering import MeteredModel
-from .offline_model import EXTRACTION_REQUEST, message_text
 
 START = datetime(2026, 1, 5, 9, 0)
 """When every notebook-08 clock starts: a fixed instant, so Run All twice prints the same dates."""
@@ -120,7 +122,7 @@ class SelectiveMemoryStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._save([])
 
-    def view(self, **changes: Any) -> "SelectiveMemoryStore":
+    def view(self, **changes: Any) -> SelectiveMemoryStore:
         """Another view on the same file: same name, user, rules and clock unless changed; no extraction unless given."""
         settings = {"name": self.name, "user": self.user, "supersede": self.supersede, "clock": self.clock,
                     "ttl": self.ttl, "extraction": None, "max_search_results": self.max_search_results,
@@ -161,6 +163,7 @@ class SelectiveMemoryStore:
         records = self._load()
         new_id = f"m{len(records) + 1:03d}"
         fact = fact_of(content)
+        replaces = None
         if self.supersede and fact is not None:
             for record in records:
                 if record["user"] != self.user or not self._live(record, now) or record.get("key") != fact[0]:
@@ -169,6 +172,7 @@ class SelectiveMemoryStore:
                     return record["id"]  # the same fact again: keep the one record
                 record["valid_until"] = now.isoformat()
                 record["superseded_by"] = new_id
+                replaces = replaces or record.get("replaces") or record["id"]
         valid_until = metadata.pop("valid_until", None)
         if valid_until is None and self.ttl is not None:
             valid_until = (now + self.ttl).isoformat()
@@ -183,6 +187,7 @@ class SelectiveMemoryStore:
                 "written_at": now.isoformat(),
                 "valid_until": valid_until,
                 "superseded_by": None,
+                "replaces": replaces,
                 **({"metadata": metadata} if metadata else {}),
             }
         )
@@ -282,8 +287,7 @@ class RecordingModel(MeteredModel):
         self, messages: Messages, tool_specs: list[ToolSpec] | None = None, system_prompt: str | None = None, **kwargs: Any
     ) -> AsyncIterable[StreamEvent]:
         last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
-        extraction = last_user is not None and message_text(last_user).startswith(EXTRACTION_REQUEST)
-        call = {"kind": "extraction" if extraction else "turn", "messages": messages, "reply": ""}
+        call = {"kind": "extraction" if is_extraction_request(last_user) else "turn", "messages": messages, "reply": ""}
         self.log.append(call)
         async for event in super().stream(messages, tool_specs, system_prompt, **kwargs):
             delta = event.get("contentBlockDelta", {}).get("delta", {})
@@ -305,8 +309,6 @@ def injected_entries(messages: Messages) -> list[str]:
     last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
     if last_user is None:
         return []
-    import html
-
     return [html.unescape(m.group("content")).strip() for b in last_user["content"] if "text" in b
             for m in _ENTRY.finditer(b["text"])]
 
@@ -333,8 +335,12 @@ def contradictions(entries: Sequence[str]) -> dict[str, set[str]]:
 
 
 def as_markdown(user: str, records: Sequence[dict[str, Any]]) -> str:
-    """A user's current memories as a markdown file a person can read and edit."""
-    return "\n".join([f"# Facts about {user}", *(f"- {r['content']}" for r in records)]) + "\n"
+    """A user's current memories as a markdown file a person can read and edit.
+
+    A memory that superseded another takes the line of the first one it replaced, so an update shows as one changed line.
+    """
+    ordered = sorted(records, key=lambda r: r.get("replaces") or r["id"])
+    return "\n".join([f"# Facts about {user}", *(f"- {r['content']}" for r in ordered)]) + "\n"
 
 
 def history_markdown(user: str, records: Sequence[dict[str, Any]]) -> str:

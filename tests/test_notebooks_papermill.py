@@ -38,6 +38,11 @@ REPLAYS = [
         "query: Which day suits them for pushing to production?",
     ),
     ("07_cost_of_remembering.ipynb", {"workspace": "pm_07", "turns": 12, "window_size": 6, "codename": "PHOENIX"}, "12 turns;"),
+    (
+        "08_what_to_remember.ipynb",
+        {"workspace": "pm_08", "turns": 20, "user_a": "lin", "user_b": "sam", "ttl_days": 3},
+        "20 turns for lin, 5 for sam",
+    ),
 ]
 
 

@@ -1,0 +1,189 @@
+"""The selective memory store of notebook 08: scope, superseding updates, expiry, the SDK protocol, and the script."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+
+import matplotlib
+import pytest
+from strands import Agent
+from strands.agent.conversation_manager import SlidingWindowConversationManager
+from strands.memory import InvocationTrigger, MemoryManager, ModelExtractor
+from strands.session import FileSessionManager
+
+from companion.offline_model import OfflineModel
+from companion.selective_memory import (
+    START,
+    Clock,
+    RecordingModel,
+    SelectiveMemoryStore,
+    as_markdown,
+    call_for,
+    contradictions,
+    history_markdown,
+    injected_entries,
+    injected_tokens,
+    memory_map,
+    read_records,
+    read_searches,
+    selective_script,
+    tokens,
+    words,
+)
+from tests.conftest import user
+
+matplotlib.use("Agg")
+
+
+def test_plain_store_keeps_both_values_and_supersede_ends_the_old(tmp_path):
+    clock = Clock()
+    plain = SelectiveMemoryStore(tmp_path / "plain.json", user="ada", clock=clock)
+    plain.write("The user's programming language is Python.")
+    plain.write("The user's programming language is Go.")
+    assert len(plain.records()) == 2
+    assert contradictions([r["content"] for r in plain.records()]) == {"programming language": {"python", "go"}}
+
+    selective = SelectiveMemoryStore(tmp_path / "selective.json", user="ada", clock=clock, supersede=True)
+    first = selective.write("The user's programming language is Python.")
+    clock.advance(minutes=5)
+    second = selective.write("The user's programming language is Go.")
+    assert [r["content"] for r in selective.records()] == ["The user's programming language is Go."]
+    old = selective.records(history=True)
+    assert [r["id"] for r in old] == [first] and old[0]["superseded_by"] == second
+    assert old[0]["valid_until"] == (START + timedelta(minutes=5)).isoformat()
+    assert selective.write("The user's programming language is Go.") == second, "the same fact twice is stored once"
+    assert len(read_records(selective.path)) == 2
+    assert read_records(selective.path)[1]["replaces"] == first
+    selective.write("The user's editor is Vim.")
+    clock.advance(minutes=1)
+    selective.write("The user's programming language is Rust.")
+    current = selective.records()
+    assert as_markdown("ada", current).splitlines()[1:] == [
+        "- The user's programming language is Rust.", "- The user's editor is Vim."], "an update keeps its line"
+    before = START + timedelta(minutes=1)
+    assert [r["content"] for r in selective.records(at=before)] == ["The user's programming language is Python."]
+
+
+def test_supersede_is_per_user(tmp_path):
+    a = SelectiveMemoryStore(tmp_path / "s.json", user="ada", supersede=True)
+    b = a.view(user="grace")
+    a.write("The user's editor is Vim.")
+    b.write("The user's editor is Emacs.")
+    assert [r["content"] for r in a.records()] == ["The user's editor is Vim."]
+    assert [r["content"] for r in b.records()] == ["The user's editor is Emacs."]
+
+
+def test_scoped_search_never_returns_another_users_memory_and_is_logged(tmp_path):
+    a = SelectiveMemoryStore(tmp_path / "s.json", user="ada")
+    b = a.view(user="grace")
+    a.write("The user's editor is Vim.")
+    b.write("The user's editor is Emacs.")
+    assert [r["user"] for r in a.find("What is my editor?")] == ["ada"]
+    assert {r["user"] for r in a.view(user=None).find("What is my editor?")} == {"ada", "grace"}
+    log = read_searches(a.path)
+    assert [entry["scope"] for entry in log] == ["ada", None]
+    assert log[0]["returned"] == [["m001", "ada"]]
+
+
+def test_ttl_expires_on_the_injected_clock_and_keeps_history(tmp_path):
+    clock = Clock()
+    store = SelectiveMemoryStore(tmp_path / "s.json", user="ada", clock=clock, ttl=timedelta(days=7))
+    store.write("The user's desk this week is B-12.")
+    assert store.find("desk") and store.records()[0]["valid_until"] == (START + timedelta(days=7)).isoformat()
+    clock.advance(days=7)
+    assert store.find("desk") == [] and len(store.records(history=True)) == 1
+    assert "expired" in history_markdown("ada", store.records(history=True))
+
+
+def test_explicit_valid_until_wins_over_ttl_and_empty_text_is_refused(tmp_path):
+    store = SelectiveMemoryStore(tmp_path / "s.json", ttl=timedelta(days=1))
+    store.write("The user's plan is pro.", {"valid_until": (START + timedelta(hours=1)).isoformat()})
+    assert read_records(store.path)[0]["valid_until"] == (START + timedelta(hours=1)).isoformat()
+    with pytest.raises(ValueError, match="some text"):
+        store.write("   ")
+
+
+def test_memory_store_protocol_add_add_messages_search(tmp_path):
+    store = SelectiveMemoryStore(tmp_path / "s.json", user="ada", max_search_results=1)
+    assert asyncio.run(store.add("The user's team is payments.")) == "m001"
+    ids = asyncio.run(store.add_messages([user("ok"), {"role": "assistant", "content": [{"text": "Noted."}]},
+                                          {"role": "user", "content": [{"toolResult": {"toolUseId": "x", "content": []}}]}]))
+    assert ids == ["m002", "m003"], "each message with text becomes one memory"
+    entries = asyncio.run(store.search("team", {"max_search_results": 5}))
+    assert [e.content for e in entries] == ["The user's team is payments."]
+    assert {r["source"] for r in store.records()} == {"add", "add_messages"}
+
+
+def test_keyword_search_ignores_stopwords_and_ranks_by_shared_words(tmp_path):
+    store = SelectiveMemoryStore(tmp_path / "s.json")
+    store.write("The user's home city is Lima.")
+    store.write("The city bus is late.")
+    assert "my" not in words("What is my home city?") and words("What is my home city?") == {"home", "city"}
+    assert [r["content"] for r in store.find("What is my home city?")][0] == "The user's home city is Lima."
+    assert store.find("What is it?") == []
+
+
+def test_script_spreads_fact_turns_and_refuses_too_few_turns():
+    for turns in (12, 30, 61):
+        script = selective_script(turns)
+        assert len(script.turns) == turns
+        assert script.turns[0] == "My editor is Vim." and script.turns[-1].endswith("programming language is Go.")
+        assert sum("remember" in t.lower() or t.startswith("My ") for t in script.turns) == 8
+    assert script.expected["programming language"] == "Go" and script.history["programming language"] == ["Python", "Go"]
+    assert set(script.questions) == set(script.expected)
+    with pytest.raises(ValueError, match="at least"):
+        selective_script(5)
+
+
+def test_three_policies_write_what_the_notebook_says(tmp_path):
+    model = OfflineModel()
+    script = selective_script(12)
+
+    def run(store, **options):
+        recorder = RecordingModel(model)
+        agent = Agent(model=recorder, memory_manager=MemoryManager(stores=[store], search_tool_config=False, injection=False,
+                                                                   **options), callback_handler=None)
+        for line in script.turns:
+            agent(line)
+        return recorder
+
+    dump = SelectiveMemoryStore(tmp_path / "dump.json", user="ada", extraction={"trigger": InvocationTrigger()})
+    extracted = SelectiveMemoryStore(tmp_path / "x.json", user="ada",
+                                     extraction={"trigger": InvocationTrigger(), "extractor": ModelExtractor()})
+    saved = SelectiveMemoryStore(tmp_path / "save.json", user="ada")
+    run(dump)
+    recorder = run(extracted)
+    run(saved, add_tool_config=True)
+    assert len(dump.records()) == 2 * len(script.turns), "every user and assistant message"
+    assert sum(c["kind"] == "extraction" for c in recorder.log) == len(script.turns)
+    assert {r["content"] for r in extracted.records()} >= {"The user's editor is Vim.", "The user's programming language is Go."}
+    assert all(r["content"].startswith("The user") for r in saved.records())
+    assert len(saved.records()) == sum(t.startswith("Please remember") for t in script.turns)
+
+
+def test_injection_is_seen_at_the_model_and_the_map_reads_the_agent(tmp_path):
+    store = SelectiveMemoryStore(tmp_path / "m.json", name="long-term", user="ada")
+    store.write("The user's home city is Lima.")
+    recorder = RecordingModel(OfflineModel())
+    session = FileSessionManager(session_id="map", storage_dir=str(tmp_path / "sessions"))
+    agent = Agent(model=recorder, session_manager=session, conversation_manager=SlidingWindowConversationManager(window_size=2),
+                  memory_manager=MemoryManager(stores=[store], search_tool_config=False), state={"user_id": "ada"},
+                  callback_handler=None)
+    agent("My editor is Vim.")
+    reply = agent("What is my home city?")
+    call = call_for(recorder, "What is my home city?")
+    assert "Lima" in str(reply) and injected_entries(call["messages"]) == ["The user's home city is Lima."]
+    assert injected_tokens(call["messages"]) > 0 and "<memory>" not in json.dumps(agent.messages)
+    figure = memory_map(agent, call["messages"], session_manager=session)
+    texts = " ".join(t.get_text() for t in figure.axes[0].texts)
+    for expected in ("FileSessionManager: 4 messages stored", "window_size=2", "2 messages kept", "1 entry injected",
+                     "SelectiveMemoryStore 'long-term': 1 memory", "user_id", "3 messages in this call", "OfflineModel"):
+        assert expected in texts, expected
+
+
+def test_markdown_and_token_helpers():
+    records = [{"id": "m001", "content": "The user's editor is Vim."}]
+    assert as_markdown("ada", records) == "# Facts about ada\n- The user's editor is Vim.\n"
+    assert tokens("abcde") == 2

@@ -40,25 +40,33 @@ def lock_path(storage_dir: str | os.PathLike, session_id: str) -> Path:
 @contextmanager
 def turn_lock(path: str | os.PathLike) -> Iterator[None]:
     """Hold an exclusive lock on `path` (created if missing) for the duration of the block: restore + turn."""
+    if fcntl is None:  # pragma: no cover - Windows has no fcntl
+        with _windows_lock(path):
+            yield
+        return
     with open(path, "a+b") as handle:
-        if fcntl is not None:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # waits until no other process holds it
-        else:  # pragma: no cover - Windows
-            while True:
-                try:
-                    handle.seek(0)
-                    msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)
-                    break
-                except OSError:
-                    continue
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # waits while another process holds the lock
         try:
             yield
         finally:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-            else:  # pragma: no cover - Windows
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+@contextmanager
+def _windows_lock(path: str | os.PathLike) -> Iterator[None]:  # pragma: no cover - Windows only, untested here
+    with open(path, "a+b") as handle:
+        while True:
+            try:
                 handle.seek(0)
-                msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
+                msvcrt.locking(handle.fileno(), msvcrt.LK_LOCK, 1)  # retries for 10 s, then raises OSError
+                break
+            except OSError:
+                continue
+        try:
+            yield
+        finally:
+            handle.seek(0)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_UNLCK, 1)
 
 
 def barrier(directory: str | os.PathLike, step: str, name: str, peers: int, timeout: float = BARRIER_TIMEOUT) -> None:

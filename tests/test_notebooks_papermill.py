@@ -15,8 +15,9 @@ REPLAYS = [
     ("00_orientation.ipynb", {"workspace": "pm_00", "user_name": "Ada", "favorite_number": 7}, "Your name is Ada"),
     (
         "01_restart_test.ipynb",
-        {"workspace": "pm_01", "session_id": "papermill-restart", "other_session_id": "nobody", "user_name": "Ada", "favorite_number": 7},
-        "reply: Your name is Ada and your favorite number is 7.",
+        {"workspace": "pm_01", "session_id": "papermill-restart", "other_session_id": "nobody", "user_name": "Ada", "favorite_number": 7,
+         "writers": 4},
+        "in the order they got the lock: [2, 4, 6, 8]",
     ),
     (
         "02_agent_json_anatomy.ipynb",

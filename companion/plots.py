@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any, Sequence
 
 import matplotlib.pyplot as plt
@@ -138,33 +139,132 @@ def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], b
     return fig
 
 
-def memory_map_plot(labels: Sequence[str], vectors: Any, query: str, query_vector: Any, highlight: str | None = None) -> Figure:
-    """Memories and the query projected to 2-D (the first two principal components of the memory vectors)."""
+def _short(label: str, limit: int = 40) -> str:
+    short = re.sub(r"^The user(?:'s)? ", "", label).rstrip(".")
+    return short if len(short) <= limit else short[: limit - 1] + "…"
+
+
+def project_2d(vectors: Any, query_vector: Any) -> dict[str, Any]:
+    """The memories and the query on the first two principal components of the memory vectors, with what the
+    projection keeps: the share of the memories' variance, and each memory's 2-D distance to the query."""
     import numpy as np
 
     points = np.asarray(vectors, dtype=float)
     centre = points.mean(axis=0)
-    _, _, axes = np.linalg.svd(points - centre, full_matrices=False)
+    _, singular, axes = np.linalg.svd(points - centre, full_matrices=False)
     flat = (points - centre) @ axes[:2].T
     q = (np.asarray(query_vector, dtype=float) - centre) @ axes[:2].T
+    return {
+        "points": flat,
+        "query": q,
+        "variance_kept": float((singular[:2] ** 2).sum() / (singular ** 2).sum()),
+        "distance_2d": np.linalg.norm(flat - q, axis=1),
+    }
+
+
+def _place_labels(fig: Figure, ax: Any, texts: list[Any], points: Any, star: Any) -> None:
+    """Put each label, in order, at the nearest spot around its point where it overlaps no earlier label or marker
+    and stays inside the axes (the least overlap if none is free); a thin line joins a label set apart to its point."""
+    import math
+
+    from matplotlib.transforms import Bbox
+
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed = [Bbox.from_extents(x - 8, y - 8, x + 8, y + 8) for x, y in ax.transData.transform(points)]
+    sx, sy = ax.transData.transform([star])[0]
+    placed.append(Bbox.from_extents(sx - 16, sy - 16, sx + 16, sy + 16))
+    spots = [(r * math.cos(math.radians(a)), r * math.sin(math.radians(a)))
+             for r in (7, 18, 30, 44) for a in (20, -20, 160, 200, 90, 270, 50, -50, 130, 230)]
+
+    def cost(box: Any, distance: float) -> float:
+        hit = sum(max(min(box.x1, o.x1) - max(box.x0, o.x0), 0) * max(min(box.y1, o.y1) - max(box.y0, o.y0), 0)
+                  for o in placed)
+        inside = max(min(box.x1, frame.x1) - max(box.x0, frame.x0), 0) * max(min(box.y1, frame.y1) - max(box.y0, frame.y0), 0)
+        return hit + 10 * (box.width * box.height - inside) + distance
+
+    for text in texts:
+        best = None
+        for dx, dy in spots:
+            text.set_position((dx, dy))
+            text.set_horizontalalignment("left" if dx > 1 else "right" if dx < -1 else "center")
+            text.set_verticalalignment("bottom" if dy > 1 else "top" if dy < -1 else "center")
+            score = cost(text.get_window_extent(renderer), math.hypot(dx, dy))
+            if best is None or score < best[0]:
+                best = (score, dx, dy)
+        _, dx, dy = best
+        text.set_position((dx, dy))
+        text.set_horizontalalignment("left" if dx > 1 else "right" if dx < -1 else "center")
+        text.set_verticalalignment("bottom" if dy > 1 else "top" if dy < -1 else "center")
+        if math.hypot(dx, dy) > 10 and text.arrow_patch is not None:
+            text.arrow_patch.set_visible(True)
+        placed.append(text.get_window_extent(renderer))
+
+
+def memory_map_plot(labels: Sequence[str], vectors: Any, query: str, query_vector: Any, highlight: str | None = None) -> Figure:
+    """Memories and the query projected to 2-D (the first two principal components of the memory vectors); the title
+    says how much of the memories' variance the two axes keep, so the picture is not read as the real distances."""
+    flat = project_2d(vectors, query_vector)
+    points, q = flat["points"], flat["query"]
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(12, 7.5))
-        ax.scatter(flat[:, 0], flat[:, 1], s=80, color="tab:gray", label="stored memories")
-        for (x, y), label in zip(flat, labels):
-            short = re.sub(r"^The user(?:'s)? ", "", label).rstrip(".")
-            short = short if len(short) <= 40 else short[:39] + "…"
+        ax.scatter(points[:, 0], points[:, 1], s=80, color="tab:gray", label="stored memories")
+        texts = []
+        for (x, y), label in zip(points, labels):
             strong = label == highlight
-            ax.annotate(short, (x, y), xytext=(6, 4), textcoords="offset points", fontsize=11,
-                        color="tab:blue" if strong else "black", fontweight="bold" if strong else "normal")
+            text = ax.annotate(textwrap.fill(_short(label, 52), 26), (x, y), xytext=(7, 4), textcoords="offset points", fontsize=11,
+                               color="tab:blue" if strong else "black", fontweight="bold" if strong else "normal",
+                               arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.8, "shrinkA": 1, "shrinkB": 5})
+            text.arrow_patch.set_visible(False)
+            texts.insert(0, text) if strong else texts.append(text)
             if strong:
                 ax.scatter([x], [y], s=160, color="tab:blue", zorder=3, label="the memory that answers")
-        ax.scatter([q[0]], [q[1]], marker="*", s=400, color="tab:red", zorder=4, label="the query")
-        ax.annotate(f"query: {query}", (q[0], q[1]), xytext=(-20, 14), textcoords="offset points", fontsize=12,
-                    color="tab:red", fontweight="bold")
-        ax.margins(x=0.25, y=0.1)
+        ax.scatter([q[0]], [q[1]], marker="*", s=400, color="tab:red", zorder=4, label=f"the query: {_short(query, 48)}")
+        ax.margins(x=0.3, y=0.15)
         ax.set_xlabel("first principal component")
         ax.set_ylabel("second principal component")
-        ax.set_title('Memory space: embeddings projected to 2-D (labels drop "The user")')
-        ax.legend(loc="best")
+        ax.set_title(f"A 2-D shadow of 384-D space: these axes keep {flat['variance_kept']:.0%} of the memories' variance;\n"
+                     "distances here are not the cosine scores (labels drop \"The user\")", fontsize=14)
+        fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2)
+        fig.tight_layout(rect=(0, 0.11, 1, 1))
+        _place_labels(fig, ax, texts, points, q)
+    return fig
+
+
+def similarity_bars_plot(labels: Sequence[str], scores: Sequence[float], query: str, highlight: str | None = None,
+                         min_score: float | None = None, top_k: int | None = None) -> Figure:
+    """Cosine similarity of the query to every memory, sorted, the answer highlighted; the threshold as a line and
+    the top_k cut as a band, so the picture is the exact ranking the vector search uses."""
+    import numpy as np
+
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    ranked = [(labels[i], float(scores[i])) for i in order]
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(12, 0.5 * len(ranked) + 2.2))
+        rows = np.arange(len(ranked))
+        colors = ["tab:blue" if label == highlight else "tab:gray" for label, _ in ranked]
+        ax.barh(rows, [s for _, s in ranked], color=colors, height=0.7)
+        if top_k:
+            ax.axhspan(-0.5, min(top_k, len(ranked)) - 0.5, color="tab:green", alpha=0.10,
+                       label=f"top_k = {top_k}: what a search returns")
+        if min_score is not None:
+            ax.axvline(min_score, color="tab:red", linestyle="--", linewidth=1.8, label=f"min_score = {min_score:g}")
+        for row, (label, score) in zip(rows, ranked):
+            ax.annotate(f"{score:.3f}", (max(score, 0), row), xytext=(4, 0), textcoords="offset points", va="center",
+                        fontsize=11, fontweight="bold" if label == highlight else "normal")
+        ax.set_yticks(rows)
+        ax.set_yticklabels([f"{i + 1}. {_short(label, 52)}" for i, (label, _) in enumerate(ranked)], fontsize=11)
+        for tick, (label, _) in zip(ax.get_yticklabels(), ranked):
+            if label == highlight:
+                tick.set_color("tab:blue")
+                tick.set_fontweight("bold")
+        ax.invert_yaxis()
+        low = min(0.0, min(s for _, s in ranked))
+        ax.set_xlim(low - 0.02 if low < 0 else 0, max(1.0, max(s for _, s in ranked)) * 1.0 + 0.02)
+        ax.set_xlabel("cosine similarity to the query (384-D, exact)")
+        ax.set_title(f"Query: {_short(query, 60)}\nevery memory ranked by cosine (blue: the memory that answers)", fontsize=14)
+        ax.grid(axis="y", visible=False)
+        if top_k or min_score is not None:
+            ax.legend(loc="lower right")
         fig.tight_layout()
     return fig

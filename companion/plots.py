@@ -52,11 +52,16 @@ def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | N
     return fig
 
 
-def counts_plot(series: dict[str, Sequence[int]], title: str, ylabel: str = "messages visible to the model") -> Figure:
-    """One line per labelled series over turns 1..n."""
+def counts_plot(series: dict[str, Sequence[int]], title: str, ylabel: str = "messages visible to the model",
+                dashed: Sequence[str] = ()) -> Figure:
+    """One line per labelled series over turns 1..n; the series named in `dashed` are drawn as thin dashed gray
+    lines on top, so a line they coincide with still shows between the dashes."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(10, 5.5))
         for (label, values), marker in zip(series.items(), "osD^v<>"):
+            if label in dashed:
+                ax.plot(range(1, len(values) + 1), values, "--", color="tab:gray", linewidth=1.5, zorder=3, label=label)
+                continue
             ax.plot(range(1, len(values) + 1), values, marker + "-", label=label)
         ax.set_xlabel("turn")
         ax.set_ylabel(ylabel)
@@ -75,17 +80,47 @@ def threshold_sweep_plot(thresholds: Sequence[float], first_turns: Sequence[int 
         fired = [(t, f) for t, f in zip(thresholds, first_turns) if f is not None]
         never = [t for t, f in zip(thresholds, first_turns) if f is None]
         if fired:
-            ax.plot(*zip(*fired), "o-", color="tab:blue", label="first summary at this turn")
+            ax.plot(*zip(*fired), "o-", color="tab:blue", label="first summary call at this turn")
         if never:
             ax.plot(never, [turns + 1] * len(never), "x", color="tab:red", markersize=12, mew=3,
-                    label=f"never fired in {turns} turns")
+                    label=f"no summary call in {turns} turns")
         ax.set_xscale("log")
         ax.set_xlabel("compression_threshold (fraction of the context window, log scale)")
-        ax.set_ylabel("turn of the first summary")
+        ax.set_ylabel("turn of the first summary call")
         ax.set_ylim(0, turns + 2)
         ax.set_yticks(range(1, turns + 2))
         ax.set_yticklabels([str(t) for t in range(1, turns + 1)] + ["never"])
         ax.set_title("Summaries wait for context pressure: lower thresholds fire sooner")
+        ax.legend(loc="upper left")
+        fig.tight_layout()
+    return fig
+
+
+def summary_calls_plot(rows: Sequence[dict[str, Any]], title: str) -> Figure:
+    """Per turn, side by side: summary calls the model received, messages sent with them, and messages folded
+    (the change in removed_message_count); turns with a call but nothing folded are labelled."""
+    turns = [row["turn"] for row in rows]
+    bars = [
+        ("summary calls", "summary calls (received by the model)", "tab:blue"),
+        ("sent to summarizer", "messages sent to the summarizer", "tab:orange"),
+        ("folded", "messages folded (removed_message_count change)", "tab:gray"),
+    ]
+    width = 0.27
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(10, 5.5))
+        for i, (key, label, color) in enumerate(bars):
+            ax.bar([t + (i - 1) * width for t in turns], [row[key] for row in rows], width, label=label, color=color)
+        top = max(max(row[key] for row in rows) for key, _, _ in bars)
+        for row in rows:
+            if row["summary calls"] and not row["folded"]:
+                ax.annotate("call, 0 folded", xy=(row["turn"] + width, 0), xytext=(0, 6), textcoords="offset points",
+                            ha="center", va="bottom", rotation=90, color="tab:red", fontsize=12)
+        ax.set_xlabel("turn")
+        ax.set_ylabel("count")
+        ax.set_xticks(turns)
+        ax.set_yticks(range(0, top + 3))
+        ax.set_ylim(0, top + 2.5)
+        ax.set_title(title)
         ax.legend(loc="upper left")
         fig.tight_layout()
     return fig

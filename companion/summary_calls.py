@@ -1,0 +1,143 @@
+"""Notebook 05's witnesses: a model wrapper that logs every call the model receives (summary requests included), the
+SDK's selection rule restated for checking it, and a log capture that turns the SDK's warnings into table cells.
+
+The summarizing manager's summary call bypasses the agent's hooks (it calls ``model.stream`` directly), and its
+``removed_message_count`` does not move when the only message it folds is its own previous summary. So the one place
+where every summary call can be counted is the model: `CallLog` sits between the agent and the model and writes down
+each call as it arrives.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import contextmanager
+from typing import Any, AsyncGenerator, AsyncIterable, Iterator, TypeVar
+
+from pydantic import BaseModel
+from strands.models import Model
+from strands.types.content import Messages
+from strands.types.streaming import StreamEvent
+from strands.types.tools import ToolSpec
+
+from .messages import is_summary, is_summary_request, message_text
+
+__all__ = ["CallLog", "captured_log", "sdk_selection", "summary_calls_per_turn"]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class CallLog(Model):
+    """Wraps any Strands model and appends one record per call to `calls`, in the order the calls arrive.
+
+    A record: ``kind`` ("summary" when the last message is the summarizing manager's "Please summarize this
+    conversation.", else "turn"); ``messages``: how many messages came with it (for a summary call, the messages to
+    summarize, the request itself not counted); ``previous_summary``: whether a summary call's first message is an
+    earlier summary; ``texts``: a summary call's messages as text; ``outcome``: "ok", or "error" when the wrapped
+    model raised (a context overflow, for example).
+    """
+
+    def __init__(self, inner: Model) -> None:
+        """Wrap `inner`; its configuration and context window are the wrapper's."""
+        self.inner = inner
+        self.calls: list[dict[str, Any]] = []
+
+    def update_config(self, **model_config: Any) -> None:
+        """Configure the wrapped model."""
+        self.inner.update_config(**model_config)
+
+    def get_config(self) -> Any:
+        """The wrapped model's configuration (so context_window_limit is the wrapped model's)."""
+        return self.inner.get_config()
+
+    async def count_tokens(self, *args: Any, **kwargs: Any) -> int:
+        """The wrapped model's estimate."""
+        return await self.inner.count_tokens(*args, **kwargs)
+
+    async def stream(
+        self,
+        messages: Messages,
+        tool_specs: list[ToolSpec] | None = None,
+        system_prompt: str | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterable[StreamEvent]:
+        """Record the call as it arrives, pass it through, and mark whether the wrapped model answered or raised."""
+        summary = is_summary_request(messages)
+        folded = messages[:-1] if summary else messages
+        record = {
+            "kind": "summary" if summary else "turn",
+            "messages": len(folded),
+            "previous_summary": bool(summary and folded and is_summary(folded[0])),
+            "texts": [message_text(m) for m in folded] if summary else [],
+            "outcome": "pending",
+        }
+        self.calls.append(record)
+        try:
+            async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
+                yield event
+        except Exception:
+            record["outcome"] = "error"
+            raise
+        record["outcome"] = "ok"
+
+    async def structured_output(
+        self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncGenerator[dict[str, T | Any], None]:
+        """Delegated unlogged: the workbook's lessons do not use structured output."""
+        async for event in self.inner.structured_output(output_model, prompt, system_prompt, **kwargs):
+            yield event
+
+
+def summary_calls_per_turn(calls: list[dict[str, Any]], turns: int) -> list[list[dict[str, Any]]]:
+    """The summary calls of each turn, read from the order of the calls alone.
+
+    In a conversation without tools every turn ends with one answered "turn" call; the summary calls that arrive
+    before it (proactive: just before the call; reactive: between the overflowing call and its retry) are that turn's.
+    """
+    per_turn: list[list[dict[str, Any]]] = [[] for _ in range(turns)]
+    turn = 0
+    for call in calls:
+        if turn >= turns:
+            raise ValueError(f"more answered turn calls than the {turns} turns given")
+        if call["kind"] == "summary":
+            per_turn[turn].append(call)
+        elif call["outcome"] == "ok":
+            turn += 1
+    return per_turn
+
+
+def sdk_selection(messages: int, summary_ratio: float, preserve_recent_messages: int) -> int:
+    """How many of `messages` the SDK's summarizing manager hands to the summarizer (0: it cannot summarize).
+
+    Restates SummarizingConversationManager._summarize_oldest in strands-agents 1.62.0 for a conversation without
+    tool calls or pinned messages: max(1, int(messages * ratio)) with the ratio clamped to 0.1..0.8, capped so that
+    `preserve_recent_messages` stay; zero or less raises "insufficient messages for summarization".
+    """
+    ratio = max(0.1, min(0.8, summary_ratio))
+    count = min(max(1, int(messages * ratio)), messages - preserve_recent_messages)
+    return max(0, count)
+
+
+class _Collect(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(level=logging.WARNING)
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname}: {record.getMessage()}")
+
+
+@contextmanager
+def captured_log(name: str = "strands") -> Iterator[list[str]]:
+    """Collect the warnings and errors the SDK logs inside the block as "LEVEL: message" lines, instead of letting
+    them print to stderr; yields the list, which fills as the block runs."""
+    lines: list[str] = []
+    logger = logging.getLogger(name)
+    handler = _Collect(lines)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate

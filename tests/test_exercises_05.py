@@ -1,0 +1,178 @@
+"""Notebook 05 (summarization): the call-counting helpers, and every exercise replayed with its solution's parameters."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+from strands import Agent
+from strands.agent.conversation_manager import SummarizingConversationManager
+
+from companion import OfflineModel
+from companion.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn
+from conftest import assistant, user
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOK = "05_summarization.ipynb"
+
+
+# ---------------------------------------------------------------- the helpers
+
+
+def conversation(n: int) -> list[dict]:
+    return [user(f"prompt {i}") if i % 2 == 0 else assistant(f"reply {i}") for i in range(n)]
+
+
+@pytest.mark.parametrize("ratio", [0.05, 0.1, 0.3, 0.5, 0.8, 1.0])
+@pytest.mark.parametrize("preserve", [0, 1, 2, 6])
+def test_sdk_selection_matches_the_sdk(ratio, preserve):
+    """The restated rule agrees with what SummarizingConversationManager really hands to the model."""
+    for n in range(1, 14, 2):  # odd: the last message is the user's prompt, as before a model call
+        log = CallLog(OfflineModel())
+        agent = Agent(model=log, callback_handler=None, messages=conversation(n))
+        manager = SummarizingConversationManager(summary_ratio=ratio, preserve_recent_messages=preserve)
+        expected = sdk_selection(n, ratio, preserve)
+        if expected == 0:
+            with pytest.raises(Exception, match="insufficient messages for summarization"):
+                manager.reduce_context(agent, e=RuntimeError("overflow"))
+            assert log.calls == []
+        else:
+            manager.reduce_context(agent, e=RuntimeError("overflow"))
+            assert [c["messages"] for c in log.calls] == [expected], (n, ratio, preserve)
+            assert len(agent.messages) == n - expected + 1
+
+
+def test_call_log_marks_summary_calls_and_a_previous_summary():
+    log = CallLog(OfflineModel())
+    agent = Agent(model=log, callback_handler=None, messages=conversation(5))
+    manager = SummarizingConversationManager(summary_ratio=0.3, preserve_recent_messages=2)
+    manager.reduce_context(agent, e=RuntimeError("overflow"))  # folds 1 message
+    manager.reduce_context(agent, e=RuntimeError("overflow"))  # selects 1: the summary it just wrote
+    assert [(c["kind"], c["messages"], c["previous_summary"], c["outcome"]) for c in log.calls] == [
+        ("summary", 1, False, "ok"),
+        ("summary", 1, True, "ok"),
+    ]
+    assert manager.removed_message_count == 1, "the second call folded no conversation message"
+    assert len(log.calls[1]["texts"]) == 1 and log.calls[1]["texts"][0].startswith("## Conversation Summary")
+
+
+def test_call_log_marks_errors_and_delegates_config():
+    inner = OfflineModel(overflow_at_tokens=3)
+    log = CallLog(inner)
+    assert log.get_config() == inner.get_config()
+    assert log.context_window_limit == inner.context_window_limit
+
+    async def consume():
+        async for _ in log.stream([user("this message is longer than three tokens")]):
+            pass
+
+    with pytest.raises(Exception, match="too long"):
+        asyncio.run(consume())
+    assert log.calls == [{"kind": "turn", "messages": 1, "previous_summary": False, "texts": [], "outcome": "error"}]
+
+
+def test_summary_calls_are_grouped_by_the_turn_call_they_precede():
+    calls = [
+        {"kind": "turn", "outcome": "ok"},
+        {"kind": "summary", "outcome": "ok", "n": "a"},
+        {"kind": "turn", "outcome": "ok"},
+        {"kind": "turn", "outcome": "error"},
+        {"kind": "summary", "outcome": "ok", "n": "b"},
+        {"kind": "turn", "outcome": "ok"},
+        {"kind": "turn", "outcome": "error"},
+        {"kind": "summary", "outcome": "error", "n": "c"},
+    ]
+    per_turn = summary_calls_per_turn(calls, 4)
+    assert [[c["n"] for c in turn] for turn in per_turn] == [[], ["a"], ["b"], ["c"]]
+    with pytest.raises(ValueError):
+        summary_calls_per_turn(calls, 2)
+
+
+def test_captured_log_keeps_warnings_off_stderr(capsys):
+    logger = logging.getLogger("strands.agent.conversation_manager.summarizing_conversation_manager")
+    with captured_log() as lines:
+        logger.warning("Proactive summarization failed, continuing: %s", "why")
+        logger.info("not kept")
+    logger_state = logging.getLogger("strands")
+    assert lines == ["WARNING: Proactive summarization failed, continuing: why"]
+    assert capsys.readouterr().err == ""
+    assert logger_state.propagate and not any(type(h).__name__ == "_Collect" for h in logger_state.handlers)
+
+
+# ---------------------------------------------------------------- the exercises, replayed
+
+
+def replay(tmp_path: Path, parameters: dict) -> nbformat.NotebookNode:
+    output = tmp_path / NOTEBOOK
+    papermill.execute_notebook(
+        str(NOTEBOOKS / NOTEBOOK),
+        str(output),
+        parameters={"backend": "offline", "interactive": False, **parameters},
+        kernel_name="python3",
+        cwd=str(NOTEBOOKS),
+        progress_bar=False,
+        execution_timeout=300,
+    )
+    return nbformat.read(output, as_version=4)
+
+
+def shown(notebook: nbformat.NotebookNode) -> str:
+    """Everything the notebook printed or displayed as text (streams and the text form of tables)."""
+    parts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            parts.append(output.get("text", ""))
+            parts.append(output.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def story_line(text: str, threshold: str) -> str:
+    """The line of the per-run summary table for one threshold."""
+    lines = [line for line in text.splitlines() if re.match(rf"{re.escape(threshold)}\s", line)]
+    assert lines, f"no summary row for threshold {threshold}"
+    return lines[0]
+
+
+def test_exercise_1_first_summary_call_at_turn_4(tmp_path, workspace_root):
+    text = shown(replay(tmp_path, {"workspace": "ex_05a", "firing_threshold": 0.00017783}))
+    assert "All checks passed." in text
+    row = story_line(text, "0.00017783")
+    assert "4, 5, 6, 7" in row and " 4 " in row, row
+
+
+def test_exercise_2_preserve_six(tmp_path, workspace_root):
+    text = shown(replay(tmp_path, {"workspace": "ex_05b", "preserve_recent_messages": 6}))
+    assert "All checks passed." in text
+    assert "WARNING: Proactive summarization failed, continuing: Cannot summarize: insufficient messages for summarization" in text
+    row = story_line(text, "5e-05")
+    assert "4, 5, 6, 7" in row and "2, 3" in row, row
+
+
+def test_exercise_3_ratio_clamped(tmp_path, workspace_root):
+    text = shown(replay(tmp_path, {"workspace": "ex_05c", "summary_ratio": 1.0, "preserve_recent_messages": 0}))
+    assert "All checks passed." in text
+    assert "summary_ratio = 1; the SDK uses 0.8" in text
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"summary_ratio": 1.5}, r"summary_ratio must be a number in \(0, 1\]"),
+    ({"summary_ratio": 0}, r"summary_ratio must be a number in \(0, 1\]"),
+    ({"preserve_recent_messages": -1}, "preserve_recent_messages must be a whole number of 0 or more"),
+    ({"firing_threshold": 0}, r"firing_threshold must be a number in \(0, 1\]"),
+    ({"reactive_limit": 0}, "reactive_limit must be a whole number of 1 or more"),
+])
+def test_exercise_3_invalid_values_are_refused(parameters, message, tmp_path, workspace_root):
+    with pytest.raises(papermill.PapermillExecutionError, match=message):
+        replay(tmp_path, {"workspace": "ex_05bad", **parameters})
+
+
+def test_exercise_4_tighter_reactive_limit(tmp_path, workspace_root):
+    text = shown(replay(tmp_path, {"workspace": "ex_05d", "reactive_limit": 60}))
+    assert "All checks passed." in text
+    assert "5 of 6 turns answered" in text
+    assert "ERROR: Summarization failed: Input is too long for the offline model" in text

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 import papermill
+import pytest
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "08_what_to_remember.ipynb"
 
@@ -63,3 +64,8 @@ def test_exercise_4_solution_code_runs_in_the_notebook(tmp_path, workspace_root)
     text = run(tmp_path, {"workspace": "ex_08d"}, notebook)
     assert "4 current memories: Your programming language is Go." in text
     only_own_workspace(workspace_root, "ex_08d")
+
+
+def test_the_same_user_twice_is_refused_with_a_reason(tmp_path, workspace_root):
+    with pytest.raises(papermill.PapermillExecutionError, match="user_a and user_b must differ"):
+        run(tmp_path, {"workspace": "ex_08e", "user_a": "ada", "user_b": "ada"})

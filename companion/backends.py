@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Any
 
 from strands.models import Model
@@ -12,7 +13,7 @@ from .offline_model import NOVA_PRO_CONTEXT_WINDOW, OfflineModel
 BACKENDS = ("offline", "bedrock")
 BACKEND_ENV = "WORKBOOK_BACKEND"
 DEFAULT_BEDROCK_MODEL_ID = "amazon.nova-pro-v1:0"
-DEFAULT_REGION = "us-east-1"
+DEFAULT_REGION = "us-east-1"  # the same default as companion/aws.py
 
 
 class BackendError(RuntimeError):
@@ -33,6 +34,7 @@ def make_model(
     model_id: str | None = None,
     region: str | None = None,
     context_window_limit: int = NOVA_PRO_CONTEXT_WINDOW,
+    endpoint_url: str | None = None,
     **settings: Any,
 ) -> Model:
     """Build the model a notebook runs on.
@@ -42,39 +44,74 @@ def make_model(
         model_id: Bedrock model id (default amazon.nova-pro-v1:0, or $WORKBOOK_MODEL_ID).
         region: AWS region for Bedrock (default $AWS_REGION, else us-east-1).
         context_window_limit: The window that proactive-compression ratios are measured against.
+        endpoint_url: A Bedrock endpoint to use instead of the region's (a VPC endpoint); else
+            $AWS_ENDPOINT_URL_BEDROCK_RUNTIME, else the region's.
         **settings: Further settings for the chosen model (e.g. overflow_at_tokens for the offline model).
     """
     name = resolve_backend(backend)
     if name == "offline":
         return OfflineModel(context_window_limit=context_window_limit, **settings)
-    return _bedrock_model(model_id, region, context_window_limit, settings)
+    return _bedrock_model(model_id, region, context_window_limit, settings, endpoint_url)
 
 
-def _bedrock_model(model_id: str | None, region: str | None, context_window_limit: int, settings: dict) -> Model:
-    """Strands' BedrockModel, refusing at once when no AWS credentials are configured."""
-    import boto3
-    from botocore.config import Config
-    from strands.models import BedrockModel
+def _bedrock_model(
+    model_id: str | None, region: str | None, context_window_limit: int, settings: dict, endpoint_url: str | None = None
+) -> Model:
+    """Strands' BedrockModel on the workbook's AWS session (companion/aws.py), refusing at once without credentials.
 
-    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    The client has explicit limits: connect within 5 s, each read within 12 s, 2 attempts; a stalled network fails
+    the cell in about 25 s with a BackendError naming the region and endpoint, instead of hanging for minutes.
+    """
+    from . import aws
+
+    try:
+        session = aws.session(region)
+    except aws.AwsSetupError as error:
+        raise BackendError(f"{error} Or run the notebook with backend='offline'.") from None
+    region = aws.resolve_region(region, session)
     model_id = model_id or os.environ.get("WORKBOOK_MODEL_ID") or DEFAULT_BEDROCK_MODEL_ID
-    session = boto3.Session(region_name=region)
-    has_api_key = bool(os.environ.get("AWS_BEARER_TOKEN_BEDROCK"))
-    if not has_api_key and session.get_credentials() is None:
+    if not aws.has_credentials(session):
         raise BackendError(
-            "The bedrock backend needs AWS credentials, and none were found. Configure them with "
-            "`aws configure` (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or an AWS_BEARER_TOKEN_BEDROCK "
-            f"Bedrock API key), make sure {model_id} is enabled for your account in {region}, "
-            "or run the notebook with backend='offline'."
+            aws.credential_help("bedrock backend", model_id, region, "run the notebook with backend='offline'")
         )
-    client_config = Config(connect_timeout=5, read_timeout=120, retries={"max_attempts": 2, "mode": "standard"})
-    return BedrockModel(
+    return _guarded_bedrock_class()(
         boto_session=session,
-        boto_client_config=client_config,
+        boto_client_config=aws.client_config(),
+        endpoint_url=endpoint_url,
         model_id=model_id,
         context_window_limit=context_window_limit,
         **settings,
     )
+
+
+@lru_cache(maxsize=1)
+def _guarded_bedrock_class() -> type:
+    """Built on first use, so the offline path never imports boto3."""
+    from strands.models import BedrockModel
+
+    from . import aws
+
+    class BedrockModelWithLimits(BedrockModel):
+        """Strands' BedrockModel whose network failures say where the model is built and what to check."""
+
+        async def stream(self, *args: Any, **kwargs: Any):  # type: ignore[override]
+            try:
+                async for event in super().stream(*args, **kwargs):
+                    yield event
+            except aws.network_errors() as error:
+                raise BackendError(
+                    aws.network_help(
+                        error,
+                        what=f"bedrock backend ({self.config.get('model_id')})",
+                        region=self.client.meta.region_name,
+                        endpoint=self.client.meta.endpoint_url,
+                        built_in="companion/backends.py, make_model('bedrock') (the notebook's setup cell)",
+                        offline_hint="run the notebook with backend='offline'",
+                    )
+                ) from error
+
+    BedrockModelWithLimits.__name__ = BedrockModelWithLimits.__qualname__ = "BedrockModel"
+    return BedrockModelWithLimits
 
 
 def describe(model: Model) -> str:

@@ -14,7 +14,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, Sequence
 
-import numpy as np
+# onnxruntime (1.32) writes a device id and an event database under ~/.cache/Microsoft/DeveloperTools/ and sends
+# usage telemetry to mobile.events.data.microsoft.com unless this is set before it loads. The workbook never wants it;
+# companion/__init__.py, the Makefile and the workbook kernel set it too, so every entry point has it.
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+
+import numpy as np  # noqa: E402
 
 TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "data" / "embeddings" / "all-MiniLM-L6-v2" / "tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -125,40 +130,68 @@ class MiniLMEmbedder:
 class TitanEmbedder:
     """Amazon Titan Text Embeddings V2 through Bedrock's InvokeModel (one request per text)."""
 
-    def __init__(self, client: Any = None, *, region: str | None = None, dimensions: int = 1024, normalize: bool = True):
-        """Use `client` (a boto3 bedrock-runtime client), or build one for `region`."""
+    def __init__(
+        self,
+        client: Any = None,
+        *,
+        region: str | None = None,
+        dimensions: int = 1024,
+        normalize: bool = True,
+        endpoint_url: str | None = None,
+    ):
+        """Use `client` (a boto3 bedrock-runtime client), or build one for `region` on the workbook's AWS session.
+
+        The session, credentials (a Bedrock API key in AWS_BEARER_TOKEN_BEDROCK included), region and time limits are
+        those of the chat model: both come from companion/aws.py.
+        """
         if dimensions not in (256, 512, 1024):
             raise ValueError(f"Titan Text Embeddings V2 offers 256, 512 or 1024 dimensions, not {dimensions!r}")
         self.dimensions = dimensions
         self.normalize = normalize
         self.model_id = "amazon.titan-embed-text-v2:0"
         if client is None:
-            import boto3
+            from . import aws
 
-            region = region or os.environ.get("AWS_REGION") or "us-east-1"
-            session = boto3.Session(region_name=region)
-            if session.get_credentials() is None:
+            try:
+                session = aws.session(region)
+            except aws.AwsSetupError as error:
+                raise EmbeddingModelError(f"{error} Or use embedder='minilm', which runs offline.") from None
+            region = aws.resolve_region(region, session)
+            if not aws.has_credentials(session):
                 raise EmbeddingModelError(
-                    "The titan embedder needs AWS credentials, and none were found. Configure them with `aws configure` "
-                    f"(or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE), enable {self.model_id} for your "
-                    f"account in {region}, or use embedder='minilm', which runs offline."
+                    aws.credential_help("titan embedder", self.model_id, region, "use embedder='minilm', which runs offline")
                 )
-            client = session.client("bedrock-runtime")
+            client = aws.bedrock_runtime(session, endpoint_url)
         self._client = client
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One request per text; returns shape (len(texts), dimensions)."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a list of texts; wrap a single text in a list")
+        from . import aws
+
         rows = []
         for text in texts:
-            response = self._client.invoke_model(
-                modelId=self.model_id,
-                contentType="application/json",
-                accept="application/json",
-                body=json.dumps({"inputText": text, "dimensions": self.dimensions, "normalize": self.normalize}),
-            )
-            rows.append(json.loads(response["body"].read())["embedding"])
+            try:
+                response = self._client.invoke_model(
+                    modelId=self.model_id,
+                    contentType="application/json",
+                    accept="application/json",
+                    body=json.dumps({"inputText": text, "dimensions": self.dimensions, "normalize": self.normalize}),
+                )
+                rows.append(json.loads(response["body"].read())["embedding"])
+            except aws.network_errors() as error:
+                meta = getattr(self._client, "meta", None)
+                raise EmbeddingModelError(
+                    aws.network_help(
+                        error,
+                        what=f"titan embedder ({self.model_id})",
+                        region=getattr(meta, "region_name", "?"),
+                        endpoint=getattr(meta, "endpoint_url", "?"),
+                        built_in="companion/embeddings.py, make_embedder('titan') (the notebook's setup cell)",
+                        offline_hint="use embedder='minilm', which runs offline",
+                    )
+                ) from error
         return np.array(rows, dtype=np.float32).reshape(len(rows), self.dimensions)
 
 

@@ -84,8 +84,8 @@ def test_bedrock_defaults(fake_aws):
     assert config["model_id"] == "amazon.nova-pro-v1:0"
     assert model.context_window_limit == 300_000
     assert model.client.meta.region_name == "us-east-1"
-    assert model.client.meta.config.retries["total_max_attempts"] == 3  # botocore counts the first try too
-    assert model.client.meta.config.connect_timeout == 5
+    assert model.client.meta.config.retries["total_max_attempts"] == 2  # botocore counts the first try too
+    assert model.client.meta.config.connect_timeout == 5 and model.client.meta.config.read_timeout == 12
 
 
 def test_bedrock_region_and_model_are_overridable(fake_aws, monkeypatch):

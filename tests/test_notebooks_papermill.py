@@ -30,7 +30,7 @@ REPLAYS = [
     (
         "05_summarization.ipynb",
         {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX",
-         "interactive": False},
+         "summary_ratio": 0.9, "preserve_recent_messages": 1, "reactive_limit": 50, "interactive": False},
         "firing_threshold = 0.0001 of 300,000 tokens = 30 tokens",
     ),
     (

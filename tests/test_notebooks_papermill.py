@@ -38,7 +38,11 @@ REPLAYS = [
         {"workspace": "pm_06", "query": "Which day suits them for pushing to production?", "top_k": 2, "min_score": 0.25},
         "query: Which day suits them for pushing to production?",
     ),
-    ("07_cost_of_remembering.ipynb", {"workspace": "pm_07", "turns": 12, "window_size": 6, "codename": "PHOENIX"}, "12 turns;"),
+    (
+        "07_cost_of_remembering.ipynb",
+        {"workspace": "pm_07", "turns": 12, "payoff_turns": 40, "window_size": 6, "codename": "PHOENIX", "learners": 12},
+        "the longer run: 40 turns",
+    ),
     (
         "08_what_to_remember.ipynb",
         {"workspace": "pm_08", "turns": 20, "user_a": "lin", "user_b": "sam", "ttl_days": 3},

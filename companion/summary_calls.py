@@ -10,8 +10,9 @@ each call as it arrives.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator, AsyncIterable, Iterator
 from contextlib import contextmanager
-from typing import Any, AsyncGenerator, AsyncIterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from strands.models import Model

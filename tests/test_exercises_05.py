@@ -10,12 +10,12 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+from conftest import assistant, user
 from strands import Agent
 from strands.agent.conversation_manager import SummarizingConversationManager
 
 from companion import OfflineModel
 from companion.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn
-from conftest import assistant, user
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = "05_summarization.ipynb"

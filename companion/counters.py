@@ -23,13 +23,17 @@ def turn_counters(
 ) -> dict[str, Any]:
     """Counters after a turn.
 
-    visible: messages the model will see next call (len(agent.messages));
+    visible (also named kept): len(agent.messages) after the turn, i.e. after the conversation manager's trim at the
+    end of the invocation. The next call receives these messages plus its new prompt (with the default per_turn=False);
+    the call that just ended may have received more. To know what a call received, record it with a
+    BeforeModelCallEvent hook (notebooks 03 and 04).
     stored: message files the session wrote; removed: removed_message_count from agent.json;
-    summaries: summary messages among the visible ones; fact_visible: whether `fact` appears in a visible message.
+    summaries: summary messages among the kept ones; fact_visible: whether `fact` appears in a kept message.
     """
     record = read_json(agent_dir(storage_dir, session_id, agent_id) / "agent.json")
     return {
         "visible": len(agent.messages),
+        "kept": len(agent.messages),
         "stored": len(message_files(storage_dir, session_id, agent_id)),
         "removed": record["conversation_manager_state"]["removed_message_count"],
         "summaries": sum(1 for m in agent.messages if is_summary(m)),

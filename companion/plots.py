@@ -22,23 +22,22 @@ STYLE = {
 
 
 def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | None = None) -> Figure:
-    """Messages visible to the model vs messages stored on disk, per turn, with the turn where they part marked."""
+    """Per turn: messages the model received on that call (a hook's record), messages kept after the end-of-invocation
+    trim, and messages stored on disk; the turns whose call no longer received the planted fact are shaded."""
     turns = [row["turn"] for row in rows]
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(10, 5.5))
         ax.plot(turns, [row["stored"] for row in rows], "s-", color="tab:gray", label="stored on disk (message files)")
-        ax.plot(turns, [row["visible"] for row in rows], "o-", color="tab:blue", label="visible to the model")
+        ax.plot(turns, [row["received"] for row in rows], "o-", color="tab:orange", label="received by the model on this call")
+        ax.plot(turns, [row["kept"] for row in rows], "^--", color="tab:blue", label="kept after the turn's trim")
         ax.axhline(window_size, color="tab:blue", linestyle=":", linewidth=1.5, label=f"window_size = {window_size}")
-        lost = [row["turn"] for row in rows if not row["fact_visible"]]
+        lost = [row["turn"] for row in rows if not row["codename received"]]
         if lost:
-            ax.axvspan(lost[0] - 0.5, turns[-1] + 0.5, color="tab:red", alpha=0.08, label="planted fact out of view")
-        parted = next((row["turn"] for row in rows if row["visible"] < row["stored"]), None)
-        if parted is not None:
-            ax.axvline(parted, color="tab:red", linestyle="--", linewidth=1.5)
+            ax.axvspan(lost[0] - 0.5, turns[-1] + 0.5, color="tab:red", alpha=0.08, label="the call no longer receives the fact")
             ax.annotate(
-                f"turn {parted}: visible < stored",
-                xy=(parted, window_size),
-                xytext=(10, -36),
+                f"turn {lost[0]}: fact not received",
+                xy=(lost[0] - 0.5, 0.5),
+                xytext=(8, 0),
                 textcoords="offset points",
                 color="tab:red",
             )
@@ -46,7 +45,7 @@ def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | N
         ax.set_ylabel("messages")
         ax.set_xticks(turns)
         ax.set_ylim(0, max(row["stored"] for row in rows) + 2)
-        ax.set_title(title or f"Sliding window of {window_size} messages: what the model sees vs what is stored")
+        ax.set_title(title or f"Window of {window_size} messages: received, kept and stored per turn")
         ax.legend(loc="upper left")
         fig.tight_layout()
     return fig

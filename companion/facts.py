@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import partial
 from typing import Iterable, NamedTuple
 
 _OWNER = r"(?:the user's|the users'|user's|my|your)"
@@ -34,18 +35,21 @@ _VERB = r"(?:is|was|are|=)"
 _BLANKS = re.compile(r"[^\S\n]{2,}|[^\S \n]")
 _BREAKS = re.compile(r" ?\n\s*")
 
-# A sentence that ends in "?" (a question) is blanked out before statements are read, so a question states nothing.
-# Sentences end at ., !, ? or ; followed by a space or the end, or at a line break (as `sentences` splits them). The
-# look-behind lets a match start only where a sentence starts, so each sentence is scanned once.
-_QUESTION_SENTENCE = re.compile(r"(?:\A|(?<=\n)|(?<=[.!?;] ))(?:[^.!?;\n]|[.!?;](?=\S))*\?(?= |\n|\Z)")
+# A sentence that ends in "?" (a question) is removed before statements are read, so a question states nothing.
+# Sentences end at ., !, ? or ; followed by whitespace or the end, or at a line break (as `sentences` splits them).
+# _SENTENCES matches every sentence in turn, from its start: a question in the first branch, anything else in the
+# second (group "kept"), so joining what findall returns (the "kept" group) drops the questions and keeps the rest. The atomic group (?>...)
+# never gives characters back, so each sentence is scanned a bounded number of times.
+_BODY = r"(?>(?:[^.!?;\n]|[.!?;](?=\S))*)"
+_SENTENCES = re.compile(rf"{_BODY}\?(?=\s|\Z)\s?|(?P<kept>{_BODY}[.!?;]?\s?)")
+_QUESTION_SENTENCE = re.compile(rf"(?:\A|(?<=\n)|(?<=[.!?;] )){_BODY}\?(?=\s|\Z)")
 
 # One statement: an owner word, a short key, a verb, then the value up to the end of its clause: the end of the
-# sentence, a line break, or "and" followed by the next owner word ("my name is Ada and my plan is pro").
-_CLAUSE_END = rf"(?=[.!?;](?:\s|\Z)|\n|\Z|\s?,?\s?\band\s{_OWNER}\s)"
-_STATEMENT = re.compile(
-    rf"\b{_OWNER}\s(?P<key>{_KEY})\s{_VERB}\s(?P<value>[^\n]+?){_CLAUSE_END}",
-    re.IGNORECASE,
-)
+# sentence, a line break, or "and" followed by the next owner word ("my name is Ada and my plan is pro"). The value is
+# an atomic group of runs of ordinary characters, so a long value is read in one pass.
+_NEXT_CLAUSE = rf"\s?,?\s?and\s{_OWNER}\s"
+_VALUE = rf"(?>(?:[^.!?;\n ,]+|[.!?;](?=\S)|(?!{_NEXT_CLAUSE})[ ,])+)"
+_STATEMENT = re.compile(rf"\b{_OWNER}\s(?P<key>{_KEY})\s{_VERB}\s(?P<value>{_VALUE})", re.IGNORECASE)
 
 _QUESTION_LEAD = re.compile(
     r"^(?:(?:so|and|now|ok|okay|hi|hey|hello|by the way|quick question|one more thing|also|then)\b[,:!]?\s?)*"
@@ -58,7 +62,7 @@ _ASKED = re.compile(
 )
 _FRAGMENT_SPLIT = re.compile(r"\s?(?:,|\band\b|\bor\b)\s?", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?;])\s|\n")
-_JSON_START = re.compile(r"\{\s?\"")
+_JSON_START = re.compile(r'\{\s?"(?:[^"\\\n]|\\.){0,200}"\s?:')
 _KEY_SEPARATORS = re.compile(r"[\s_\-]+")
 _VALUE_EDGES = " \n\"'`*"
 _VALUE_TAIL = " \n\"'`*.,;:!"
@@ -71,9 +75,24 @@ class Fact(NamedTuple):
     value: str
 
 
+_new_fact = partial(tuple.__new__, Fact)  # Fact from a (key, value) pair, without a Python-level call per fact
+
+
 def squeeze(text: str) -> str:
     """Text with every whitespace run made one character: a line break if the run had one, else a space."""
-    return _BREAKS.sub("\n", _BLANKS.sub(" ", text))
+    # Each pattern runs only when str methods (much faster on long texts) find something for it to change.
+    if "  " in text or not text.replace("\n", "").isprintable():
+        text = _BLANKS.sub(" ", text)
+    if "\n" in text and (" \n" in text or "\n " in text or "\n\n" in text):
+        text = _BREAKS.sub("\n", text)
+    return text
+
+
+def _without_questions(text: str) -> str:
+    """Squeezed text without its questions: every sentence that ends in "?"."""
+    if "? " in text or "?\n" in text or text.endswith("?"):
+        return "".join(_SENTENCES.findall(text))  # the "kept" group of each sentence: "" for a question
+    return text
 
 
 def normalise_key(key: str) -> str:
@@ -109,12 +128,12 @@ def sentences(text: str) -> list[str]:
 def _json_objects(text: str) -> tuple[list[dict], str]:
     """Every JSON object in the text, in order, and the text with those objects replaced by a space.
 
-    Parsing starts only at a "{" followed by a quoted key; after an object it resumes at its end, after a failure at
-    the point where parsing failed, so no character is parsed twice.
+    Parsing starts only at a "{" followed by a quoted key and a colon. Each attempt parses a window of the text that
+    grows (doubling) only while the object may go on past it, and a failed attempt resumes the search where parsing
+    failed, so the work stays proportional to the length of the text.
     """
     objects: list[dict] = []
     pieces: list[str] = []
-    decoder = json.JSONDecoder()
     done = 0  # end of the text already copied to pieces
     position = 0
     while True:
@@ -123,12 +142,10 @@ def _json_objects(text: str) -> tuple[list[dict], str]:
             break
         start = match.start()
         try:
-            data, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError as error:
-            position = max(error.pos, start + 1)
+            data, end = _decode_at(text, start)
+        except _NotJson as failure:
+            position = max(failure.at, start + 1)
             continue
-        except RecursionError:  # nested deeper than Python parses: not a manifest
-            break
         if isinstance(data, dict):
             objects.append(data)
             pieces += [text[done:start], " "]
@@ -138,6 +155,33 @@ def _json_objects(text: str) -> tuple[list[dict], str]:
         return [], text
     pieces.append(text[done:])
     return objects, "".join(pieces)
+
+
+class _NotJson(Exception):
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _decode_at(text: str, start: int) -> tuple[object, int]:
+    """The JSON value that starts at `start` and the index where it ends; _NotJson(where it failed) if none does."""
+    size = 256
+    while True:
+        window = text[start : start + size]
+        try:
+            data, length = _DECODER.raw_decode(window)
+            return data, start + length
+        except json.JSONDecodeError as error:
+            cut_short = start + size < len(text) and (
+                error.pos >= len(window) - 8 or error.msg.startswith("Unterminated string")
+            )
+            if not cut_short:
+                raise _NotJson(start + error.pos) from None
+        except RecursionError:  # nested deeper than Python parses: not a manifest
+            raise _NotJson(len(text)) from None
+        size *= 2
 
 
 def _flatten(data: dict, found: list[tuple[str, str]]) -> None:
@@ -156,20 +200,20 @@ def _pairs(text: str) -> list[tuple[str, str]]:
         objects, text = _json_objects(text)
         for data in objects:
             _flatten(data, json_pairs)
-    prose = _QUESTION_SENTENCE.sub("\n", text) if "?" in text else text
+    prose = _without_questions(text)
     stated = _STATEMENT.findall(prose)
     if not json_pairs and not stated:
         return []
     keys = _normalise_keys([key for key, _ in json_pairs] + [key for key, _ in stated])
     pairs = [(key, value) for key, (_, value) in zip(keys, json_pairs)]  # JSON values are taken as they are
-    cleaned = [_clean_value(value) for _, value in stated]
+    cleaned = [value.strip(_VALUE_EDGES).rstrip(_VALUE_TAIL) for _, value in stated]  # _clean_value, inlined
     pairs += [(key, value) for key, value in zip(keys[len(json_pairs):], cleaned) if value]
     return pairs
 
 
 def statements(text: str) -> list[Fact]:
     """Facts stated in one text, in the order they are stated. Questions state nothing."""
-    return [Fact(key, value) for key, value in _pairs(text)]
+    return list(map(_new_fact, _pairs(text)))
 
 
 def latest_facts(texts: Iterable[str]) -> dict[str, str]:
@@ -189,14 +233,24 @@ def asked_keys(text: str) -> list[str]:
     Returns an empty list for text that is not such a question.
     """
     asked: list[str] = []
+    read: dict[str, list[str]] = {}  # a question repeated word for word is read once
     for sentence in _QUESTION_SENTENCE.findall(squeeze(text)):
-        sentence = sentence.strip().lstrip("*-•#> ").rstrip("?").strip()
-        for fragment in _FRAGMENT_SPLIT.split(sentence):
-            fragment = _QUESTION_LEAD.sub("", fragment.strip(), count=1)
-            match = _ASKED.match(fragment)
-            if match:
-                asked.append(normalise_key(match.group("key")))
+        if sentence not in read:
+            read[sentence] = _asked_in(sentence)
+        asked += read[sentence]
     return asked
+
+
+def _asked_in(sentence: str) -> list[str]:
+    """The keys one question sentence asks about."""
+    keys = []
+    sentence = sentence.strip().lstrip("*-•#> ").rstrip("?").strip()
+    for fragment in _FRAGMENT_SPLIT.split(sentence):
+        fragment = _QUESTION_LEAD.sub("", fragment.strip(), count=1)
+        match = _ASKED.match(fragment)
+        if match:
+            keys.append(normalise_key(match.group("key")))
+    return keys
 
 
 def match_key(asked: str, known: Iterable[str]) -> str | None:

@@ -10,12 +10,14 @@ the context it cannot answer it, which is what makes forgetting visible and hone
 
 from __future__ import annotations
 
+import gc
 import html
 import json
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncGenerator, AsyncIterable, TypedDict, TypeVar
+from typing import Any, AsyncGenerator, AsyncIterable, Iterator, TypedDict, TypeVar
 
 from pydantic import BaseModel
 from strands.models import Model
@@ -170,6 +172,22 @@ def _join(parts: list[str], word: str = "and") -> str:
     return ", ".join(parts[:-1]) + f" {word} " + parts[-1]
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a reply is worked out.
+
+    Reading a megabyte of text creates tens of thousands of small tuples and strings, none of them in a reference
+    cycle; with the collector running, its repeated scans of them take about as long as the reading itself.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 @dataclass
 class _Call:
     """One call as the rules read it; each text is worked out once, and only when a rule needs it."""
@@ -280,6 +298,11 @@ class OfflineModel(Model):
         tests and notebook 00 can show the rules without running an agent.
         """
         call = _Call(messages, system_prompt, tool_names or [])
+        with _collector_paused():
+            return self._first_reply(call)
+
+    def _first_reply(self, call: _Call) -> dict[str, Any]:
+        """The reply of the first rule that applies to the call."""
         for rule in (
             self._summary_rule,
             self._extraction_rule,
@@ -331,7 +354,7 @@ class OfflineModel(Model):
         stated = fact_rules.statements(call.question)
         if not stated:
             return {"text": "Noted."}
-        return {"text": "Noted: " + _join([f"{_possessive(f.key)} is {f.value}" for f in stated]) + "."}
+        return {"text": "Noted: " + _join([f"your {key} is {value}" for key, value in stated]) + "."}
 
     def _question_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 5: a question is answered from the latest visible statement of each key it asks about, and what the

@@ -35,8 +35,8 @@ REPLAYS = [
     ),
     (
         "06_vector_recall.ipynb",
-        {"workspace": "pm_06", "query": "Which day suits them for pushing to production?", "top_k": 2, "min_score": 0.25},
-        "query: Which day suits them for pushing to production?",
+        {"workspace": "pm_06", "query": "when should I schedule a call with them?", "top_k": 12, "min_score": -1.0},
+        "injected: 5 memories; the first is 'The user is on call every third week.'",
     ),
     (
         "07_cost_of_remembering.ipynb",

@@ -344,7 +344,7 @@ RULES: list[dict] = [
     {"kind": "statement", "form": "several JSON objects in one text (the latest wins)", "where": "system prompt",
      "example": 'Manifest: {"codename": "ORION"}\nManifest: {"codename": "VEGA"}', "stores": {"codename": "VEGA"}},
     {"kind": "statement", "form": "a memory entry injected in a <memory> block", "where": "user message",
-     "example": "<memory><entry>The user's deploy day is Tuesday.</entry></memory> Noted?",
+     "example": "<memory><entry>The user's deploy day is Tuesday.</entry></memory> Thanks.",
      "stores": {"deploy day": "Tuesday"}},
     # questions: asked after `given`, answered with `answer`
     {"kind": "question", "form": "What is my X? (also what's, which, who is, do you remember, tell me, remind me of)",

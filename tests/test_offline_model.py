@@ -278,3 +278,167 @@ def test_a_failed_memory_write_is_not_reported_as_saved():
     failed = {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "status": "error", "content": [{"text": "disk full"}]}}]}
     reply = OfflineModel().respond([request, call, failed], tool_names=["add_memory"])
     assert reply == {"text": "I could not save that to memory: the memory tool reported an error."}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Issue 7: statements wherever they stand, several JSON objects, linear time; issue 8: messages module, one rule a method
+
+
+def test_reads_a_statement_after_please_remember_that_when_no_memory_tool_is_offered():
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    assert ask(agent, "Please remember that my codename is VEGA.") == "Noted: your codename is VEGA."
+    assert ask(agent, "What is my codename?") == "Your codename is VEGA."
+
+
+def test_please_remember_that_still_calls_add_memory_when_it_is_offered(tmp_path):
+    store = TestMemoryStore(name="notes", path=str(tmp_path / "memory.json"), writable=True)
+    manager = MemoryManager(stores=[store], search_tool_config=False, add_tool_config=True, injection=False)
+    agent = Agent(model=OfflineModel(), callback_handler=None, memory_manager=manager)
+    reply = ask(agent, "Please remember that my codename is VEGA.")
+    tool_use = agent.messages[1]["content"][0]["toolUse"]
+    assert tool_use["name"] == "add_memory" and tool_use["input"] == {"entries": ["The user's codename is VEGA."]}
+    assert reply == "Saved to memory: The user's codename is VEGA."
+
+
+def test_reads_known_facts_in_the_system_prompt():
+    agent = Agent(model=OfflineModel(), callback_handler=None, system_prompt="Known facts: the user's codename is ORION.")
+    assert ask(agent, "What is my codename?") == "Your codename is ORION."
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "Note: my codename is VEGA.",
+        "FYI my codename is VEGA.",
+        "Hi! My codename is VEGA.",
+        "Hello, by the way my codename is VEGA, nice to meet you.",
+        "I think my codename is VEGA.",
+        "Ok so, the user's codename = VEGA.",
+        "My name is Ada and my codename is VEGA.",
+    ],
+)
+def test_reads_a_statement_wherever_it_stands_in_a_clause(statement):
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    ask(agent, statement)
+    assert ask(agent, "What is my codename?").startswith("Your codename is VEGA")
+
+
+@pytest.mark.parametrize(
+    "question", ["what is my codename?", "Is my codename VEGA?", "Hi! Do you know if my codename is VEGA?"]
+)
+def test_a_question_states_nothing(question):
+    from companion.facts import statements
+
+    assert statements(question) == []
+    agent = Agent(model=OfflineModel(), callback_handler=None)
+    ask(agent, question)
+    assert ask(agent, "What is my codename?") == "I cannot see your codename in this conversation."
+
+
+def test_statements_next_to_a_question_are_still_read():
+    from companion.facts import statements
+
+    assert statements("My codename is VEGA. What is my plan? My plan is pro.") == [("codename", "VEGA"), ("plan", "pro")]
+
+
+def test_every_json_object_in_a_text_is_read_and_the_latest_wins():
+    manifest = 'You are concise.\n<manifest>{"codename": "ORION", "plan": "free"}</manifest>'
+    system_prompt = manifest + '\n<manifest>{"codename": "VEGA"}</manifest> {not json} {"user": {"city": "Lima"}}'
+    agent = Agent(model=OfflineModel(), callback_handler=None, system_prompt=system_prompt)
+    assert ask(agent, "What is my codename, my plan and my city?") == (
+        "Your codename is VEGA, your plan is free and your city is Lima."
+    )
+
+
+def test_a_message_with_a_long_whitespace_run_is_answered():
+    """Quadratic before issue 7 (200k spaces never returned); the alarm fails the test instead of hanging CI."""
+    import signal
+
+    def too_slow(signum, frame):
+        raise TimeoutError("the offline model took over 20 s on a 200k-space message")
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(20)
+    try:
+        agent = Agent(model=OfflineModel(), callback_handler=None)
+        assert ask(agent, "My name is" + " " * 200_000 + "Pin.") == "Noted: your name is Pin."
+        assert ask(agent, "What is" + " " * 200_000 + "my name?") == "Your name is Pin."
+        model = OfflineModel()
+        for text in ["{" * 200_000, '{"a":' * 40_000, "<entry>" * 30_000, "my " * 70_000, "." * 200_000 + "?"]:
+            assert model.respond([user(text)])["text"]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_message_helpers_live_in_the_messages_module():
+    from companion import messages, offline_model
+
+    assert offline_model.message_text is messages.message_text
+    assert offline_model.is_summary_request is messages.is_summary_request
+    assert offline_model.SUMMARY_TITLE == messages.SUMMARY_TITLE == "## Conversation Summary"
+    assert offline_model.SUMMARY_REQUEST == messages.SUMMARY_REQUEST == "Please summarize this conversation."
+    assert messages.is_summary(user("## Conversation Summary\n* The user's codename is ORION."))
+    assert not messages.is_summary(assistant("## Conversation Summary"))
+    assert messages.is_summary_request([user("Tea."), user("Please summarize this conversation.")])
+    tool_result = {"role": "user", "content": [{"toolResult": {"content": [{"text": "x"}, {"json": {"a": 1}}]}}, {"text": "y"}]}
+    assert messages.message_text(tool_result) == 'x {"a": 1} y'
+
+
+def test_each_rule_is_one_method_with_a_docstring_stating_it():
+    rules = ["_summary_rule", "_extraction_rule", "_remember_rule", "_statement_rule", "_question_rule"]
+    for number, name in enumerate(rules, start=1):
+        doc = getattr(OfflineModel, name).__doc__
+        assert doc and doc.startswith(f"Rule {number}:"), name
+
+
+def _rule_agent(rule, tmp_path):
+    if rule["kind"] == "tool":
+        store = TestMemoryStore(name="notes", path=str(tmp_path / "memory.json"), writable=True)
+        add = rule["tool"] == "add_memory"
+        manager = MemoryManager(stores=[store], search_tool_config=not add, add_tool_config=add, injection=False)
+        return Agent(model=OfflineModel(), callback_handler=None, memory_manager=manager)
+    system_prompt = rule["example"] if rule.get("where") == "system prompt" else None
+    return Agent(model=OfflineModel(), callback_handler=None, system_prompt=system_prompt)
+
+
+def _rule_ids():
+    from companion.facts import RULES
+
+    return [f"{rule['kind']}: {rule['form'][:50]}" for rule in RULES]
+
+
+def _rules():
+    from companion.facts import RULES
+
+    return RULES
+
+
+@pytest.mark.parametrize("rule", _rules(), ids=_rule_ids())
+def test_every_listed_rule_works_through_an_agent(rule, tmp_path):
+    """facts.RULES is what notebook 00 shows; a rule added there without a working example fails here."""
+    assert rule["kind"] in {"statement", "question", "request", "tool"} and rule["form"] and rule["example"]
+    agent = _rule_agent(rule, tmp_path)
+    if rule["kind"] == "statement":
+        fresh = _rule_agent({**rule, "where": "user message"}, tmp_path)
+        if rule.get("where") != "system prompt":
+            ask(agent, rule["example"])
+        for key, value in rule["stores"].items():
+            assert ask(agent, f"What is my {key}?") == f"Your {key} is {value}."
+            assert ask(fresh, f"What is my {key}?") == f"I cannot see your {key} in this conversation."
+    elif rule["kind"] in {"question", "request"}:
+        if rule.get("given"):
+            ask(agent, rule["given"])
+        assert ask(agent, rule["example"]) == rule["answer"]
+    else:
+        agent(rule["example"])
+        tool_use = agent.messages[1]["content"][0]["toolUse"]
+        assert tool_use["name"] == rule["tool"] and tool_use["input"] == rule["input"]
+
+
+def test_rules_table_rows_cover_every_rule():
+    from companion.facts import RULES, rule_rows
+
+    rows = rule_rows()
+    assert len(rows) == len(RULES) and all(set(row) == {"kind", "form", "example", "the model"} for row in rows)
+    assert {rule["kind"] for rule in RULES} == {"statement", "question", "request", "tool"}

@@ -21,12 +21,13 @@ OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1
 
 env: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt tools/jupyterlab-overrides.json
+$(STAMP): pyproject.toml constraints.txt tools/jupyterlab-overrides.json Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed and none was found on the PATH (python3 is $$(python3 --version 2>&1))." \
 		"Install it (python.org, pyenv, uv, or conda with environment.yml), or run: make $(MAKECMDGOALS) PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e .
-	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Agent memory (workbook)"
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Agent memory (workbook)" \
+		--env ORT_DISABLE_TELEMETRY 1
 	mkdir -p $(VENV)/share/jupyter/lab/settings
 	cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $(STAMP)

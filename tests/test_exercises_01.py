@@ -1,5 +1,5 @@
 """Notebook 01's exercises, replayed: each solution's code runs after the notebook, each parameter change through
-papermill, and the notebook's own checks still pass."""
+papermill, and the notebook's own checks still pass; bad parameters stop it before its workspace is reset."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 import papermill
+import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAME = "01_restart_test.ipynb"
@@ -59,3 +60,18 @@ def test_exercise_4_three_writers(tmp_path, workspace_root):
     assert "All checks passed." in text  # the check cell asserts writers - 1 = 2 turns lost without the lock, 0 with it
     assert "writer-c: messages restored: 2" in text
     assert "in the order they got the lock: [2, 4, 6]" in text
+
+
+@pytest.mark.parametrize("parameters, message", [
+    ({"session_id": ".."}, "Unsafe session id"),
+    ({"other_session_id": "team/alice"}, "Unsafe session id"),
+    ({"other_session_id": "restart-demo"}, "session_id and other_session_id must differ"),
+    ({"writers": 1}, "writers must be a whole number from 2 to 4"),
+])
+def test_bad_parameters_stop_before_the_reset(tmp_path, workspace_root, parameters, message):
+    kept = workspace_root / "ex_01_bad" / "keep.txt"
+    kept.parent.mkdir()
+    kept.write_text("from an earlier run")
+    with pytest.raises(papermill.PapermillExecutionError, match=message):
+        run(tmp_path, {"workspace": "ex_01_bad", **parameters})
+    assert [p.name for p in kept.parent.iterdir()] == ["keep.txt"], "the workspace was not emptied, nothing was written"

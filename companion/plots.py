@@ -145,6 +145,7 @@ def token_curves_plot(curves: dict[str, Sequence[int]], title: str) -> Figure:
         for ax in (per_turn, total):
             ax.set_xlabel("turn")
             ax.set_ylabel("tokens (input + output)")
+        per_turn.set_ylim(0, 1.5 * max(max(values) for values in curves.values()))  # room above the lines for the legend
         per_turn.legend(loc="upper left")
         total.legend(loc="upper left")
         fig.suptitle(title)
@@ -152,9 +153,11 @@ def token_curves_plot(curves: dict[str, Sequence[int]], title: str) -> Figure:
     return fig
 
 
-def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], baseline: str) -> Figure:
+def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], baseline: str,
+                colors: dict[str, str] | None = None) -> Figure:
     """Running total of each strategy minus the baseline's, per turn: below zero the strategy has cost less so far.
-    A dashed line marks the turn from which each stays below (its payoff turn), when there is one."""
+    A dashed line marks the turn from which each stays below (its payoff turn), when there is one. `colors` maps a
+    strategy to its colour in an earlier plot, so a strategy keeps its colour."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(12, 5.5))
         ax.axhline(0, color="black", linewidth=1.2)
@@ -162,7 +165,8 @@ def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], b
             turns = range(1, len(values) + 1)
             turn = payoff.get(label)
             note = f"pays off from turn {turn}" if turn else f"not paid off in {len(values)} turns"
-            line, = ax.plot(turns, values, marker + "-", markersize=4, markevery=max(1, len(values) // 20), label=f"{label}: {note}")
+            line, = ax.plot(turns, values, marker + "-", markersize=4, markevery=max(1, len(values) // 20),
+                            color=(colors or {}).get(label), label=f"{label}: {note}")
             if turn:
                 ax.axvline(turn, color=line.get_color(), linestyle="--", linewidth=1.5)
         ax.set_xlabel("turn")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .display import text_table
-from .embeddings import Embedder, make_embedder
+from .embeddings import EMBEDDERS, Embedder, EmbeddingModelError, make_embedder
 from .vector_store import Hit, SqliteVecMemoryStore
 
 FUNCTION_WORDS = set(
@@ -37,8 +37,14 @@ def content_words(text: str) -> set[str]:
 def load_pairs(path: str | Path) -> list[dict[str, str]]:
     """Read and check a JSONL file of fact/query pairs; an error names the line and what is wrong with it."""
     pairs = []
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
+    for number, raw in enumerate(Path(path).read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"{path}, line {number}: not UTF-8 text (byte {raw[error.start]:#04x} at column {error.start + 1}); "
+                "save the file as UTF-8"
+            ) from None
         if not line.strip():
             continue
         try:
@@ -88,12 +94,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--embedder", default="minilm", help="minilm (offline, default) or titan (Bedrock)")
     args = parser.parse_args(argv)
+    if args.embedder.strip().lower() not in EMBEDDERS:
+        print(f"error: unknown embedder {args.embedder!r}; choose one of: {', '.join(EMBEDDERS)}", file=sys.stderr)
+        return 2
     try:
         pairs = load_pairs(args.pairs)
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        print(f"error: cannot read {args.pairs}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    result = evaluate(pairs, make_embedder(args.embedder))
+    try:
+        embedder = make_embedder(args.embedder)
+    except (EmbeddingModelError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    result = evaluate(pairs, embedder)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -314,3 +314,35 @@ def test_titan_without_credentials_says_what_to_do(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     with pytest.raises(EmbeddingModelError, match="needs AWS credentials.*embedder='minilm'"):
         make_embedder("titan")
+
+
+# ---------------------------------------------------------------- issue 8.8: the evaluation command's errors
+
+
+def test_evaluation_command_names_an_unknown_embedder(tmp_path, capsys):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"fact": DEPLOY, "query": QUERY}) + "\n")
+    assert main([str(pairs), "--embedder", "word2vec"]) == 2
+    err = capsys.readouterr().err
+    assert "word2vec" in err and "minilm" in err and "titan" in err and "Traceback" not in err
+
+
+def test_evaluation_command_names_a_file_that_is_not_utf8(tmp_path, capsys):
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(json.dumps({"fact": "x", "query": "y"}).encode() + b"\n\xe9t\xe9\n")
+    assert main([str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "UTF-8" in err and "line 2" in err, err
+
+
+def test_evaluation_command_exits_2_from_the_shell(tmp_path):
+    import subprocess
+    import sys
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"fact": DEPLOY, "query": QUERY}) + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "companion.recall_eval", str(pairs), "--embedder", "word2vec"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "word2vec" in done.stderr, done.stderr

@@ -40,7 +40,7 @@ _BREAKS = re.compile(r" ?\n\s*")
 # _SENTENCES matches every sentence in turn, from its start: a question in the first branch, anything else in the
 # second (group "kept"), so joining what findall returns (the "kept" group) drops the questions and keeps the rest. The atomic group (?>...)
 # never gives characters back, so each sentence is scanned a bounded number of times.
-_BODY = r"(?>(?:[^.!?;\n]|[.!?;](?=\S))*)"
+_BODY = r"(?>(?:[^.!?;\n]+|[.!?;](?=\S))*)"
 _SENTENCES = re.compile(rf"{_BODY}\?(?=\s|\Z)\s?|(?P<kept>{_BODY}[.!?;]?\s?)")
 _QUESTION_SENTENCE = re.compile(rf"(?:\A|(?<=\n)|(?<=[.!?;] )){_BODY}\?(?=\s|\Z)")
 

@@ -3,31 +3,115 @@
 Usage: .venv/bin/python tools/refresh_notebooks.py [notebooks/NN_name.ipynb ...]   (default: all of them)
 Each notebook runs from notebooks/ on the workbook kernel with the offline model, exactly as `make test` runs it;
 run-specific metadata (execution timestamps) is dropped so that a refresh changes only what really changed.
+
+The file is written in the form JupyterLab writes, so that opening and saving it in JupyterLab changes nothing
+(`git status` stays clean): nbformat 4.5 with cell ids, one-space indentation and a trailing newline (nbformat's
+writer, which the Jupyter server uses too); consecutive stream outputs of one name merged and carriage returns and
+backspaces applied, as JupyterLab's output area does on load; whole-number floats written as integers (`-2.0` becomes
+`-2`, as a JavaScript round trip does). No widget state is stored: a widget output keeps only a text/plain line asking
+the reader to run the cell (a stored state would hold new model ids on every run and reload as "model not found").
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbclient import NotebookClient
+from nbformat.corpus.words import generate_corpus_id
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_HINT = "Run this cell in JupyterLab to get the slider."
+OTHER_WIDGET_HINT = "Run this cell in JupyterLab to get the widget."
+
+
+def _fix_carriage_returns(text: str) -> str:
+    """What JupyterLab shows for text with '\\r' (a line overwritten in place) and '\\b' (a character erased)."""
+    if "\b" in text:
+        previous = None
+        while previous != text:
+            previous, text = text, re.sub(r"[^\n]\x08", "", text)
+    if "\r" in text:
+        text = re.sub(r"\r+\n", "\n", text)
+        lines = []
+        for line in text.split("\n"):
+            shown = ""
+            for part in line.split("\r"):
+                shown = part + shown[len(part):]
+            lines.append(shown)
+        text = "\n".join(lines)
+    return text
+
+
+def _integral_floats_as_ints(value: Any) -> Any:
+    """A JavaScript JSON round trip: 2.0 is written back as 2."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _integral_floats_as_ints(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_integral_floats_as_ints(item) for item in value]
+    return value
+
+
+def _merged_outputs(outputs: list) -> list:
+    merged: list = []
+    for output in outputs:
+        if output.get("output_type") == "stream":
+            text = output["text"] if isinstance(output["text"], str) else "".join(output["text"])
+            last = merged[-1] if merged else None
+            if last is not None and last.get("output_type") == "stream" and last.get("name") == output.get("name"):
+                last["text"] = _fix_carriage_returns(last["text"] + text)
+                continue
+            output["text"] = _fix_carriage_returns(text)
+        data = output.get("data")
+        if data is not None and WIDGET_VIEW in data:
+            plain = data.get("text/plain", "")
+            plain = plain if isinstance(plain, str) else "".join(plain)
+            output["data"] = {"text/plain": WIDGET_HINT if plain.startswith("interactive(") else OTHER_WIDGET_HINT}
+        merged.append(output)
+    return merged
+
+
+def jupyterlab_form(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook as JupyterLab would save it (see the module's docstring); changes it in place and returns it."""
+    notebook.nbformat, notebook.nbformat_minor = 4, 5
+    notebook.metadata.pop("widgets", None)
+    for cell in notebook.cells:
+        if not cell.get("id"):
+            cell["id"] = generate_corpus_id()
+        cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = _merged_outputs(cell.outputs)
+    return nbformat.from_dict(_integral_floats_as_ints(notebook))
+
+
+def write(notebook: nbformat.NotebookNode, path: Path) -> None:
+    """Write with nbformat's writer, as the Jupyter server does: one-space indent, sorted keys, trailing newline."""
+    nbformat.write(jupyterlab_form(notebook), path, version=nbformat.NO_CONVERT)
 
 
 def refresh(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
-    for cell in notebook.cells:
-        cell.metadata.pop("execution", None)
-    nbformat.write(notebook, path)
+    NotebookClient(
+        notebook,
+        timeout=600,
+        kernel_name="python3",
+        store_widget_state=False,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    ).execute()
+    write(notebook, path)
     print(f"refreshed {path.name}")
 
 
 if __name__ == "__main__":
     os.environ["WORKBOOK_BACKEND"] = "offline"
+    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
     targets = [Path(arg).resolve() for arg in sys.argv[1:]] or sorted(NOTEBOOKS.glob("*.ipynb"))
     for target in targets:
         refresh(target)

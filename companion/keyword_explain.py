@@ -113,7 +113,7 @@ def hit_rows(query: str, sdk_hits: Sequence[Any], fts_hits: Sequence[Any], vec_h
     rows = []
     for rank, entry in enumerate(sdk_hits, start=1):
         key = Path(entry.metadata["path"]).name
-        rows.append({"search": "SDK file store (word overlap)", "rank": rank, "score": float(entry.metadata["score"]),
+        rows.append({"search": "SDK file store", "rank": rank, "score": float(entry.metadata["score"]),
                      "matched words": ", ".join(sdk_matched(query, key, entry.content)) or "-", "memory": entry.content})
     for rank, hit in enumerate(fts_hits, start=1):
         matched = explainer.matched(query, hit.content)

@@ -44,7 +44,7 @@ def facts_kept(answer: str, facts: dict[str, Any]) -> list[str]:
 
 
 def cost_row(strategy: str, calls: list[dict[str, Any]], answer: str, facts: dict[str, Any], growing_slope: float,
-             price: "Price | None" = None) -> dict[str, Any]:
+             price: Price | None = None) -> dict[str, Any]:
     """One line of the cost table, computed from the calls a MeteredModel recorded with turn labels: the tokens of the
     last turn and the shape of the per-turn curve (every call of a turn, input + output, as notebook 07 plots it), the
     summarization calls and their tokens, all tokens of all calls, their price, and how many planted facts the last

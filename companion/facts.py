@@ -347,7 +347,7 @@ RULES: list[dict] = [
      "example": "<memory><entry>The user's deploy day is Tuesday.</entry></memory> Thanks.",
      "stores": {"deploy day": "Tuesday"}},
     # questions: asked after `given`, answered with `answer`
-    {"kind": "question", "form": "What is my X? (also what's, which, who is, do you remember, tell me, remind me of)",
+    {"kind": "question", "form": "What is my X? (or what's, which, who is, do you remember, tell me, remind me of)",
      "given": "My codename is VEGA.", "example": "Do you remember my codename?", "answer": "Your codename is VEGA."},
     {"kind": "question", "form": "several keys in one question", "given": "My name is Ada and my plan is pro.",
      "example": "What is my name and my plan?", "answer": "Your name is Ada and your plan is pro."},
@@ -383,6 +383,10 @@ def rule_rows() -> list[dict[str, str]]:
             result = f"calls {rule['tool']} with {json.dumps(rule['input'])}"
         else:
             result = rule["answer"]
-        example = rule["example"] if rule.get("where", "user message") == "user message" else f"(system prompt) {rule['example']}"
+        example = rule["example"]
+        if rule.get("where") == "system prompt":
+            example = f"(system prompt) {example}"
+        elif rule.get("given"):
+            example = f"(after “{rule['given']}”) {example}"
         rows.append({"kind": rule["kind"], "form": rule["form"], "example": example, "the model": result})
     return rows

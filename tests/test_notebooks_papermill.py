@@ -12,7 +12,11 @@ NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 # (notebook, parameters, a text the replay must print because of those parameters)
 REPLAYS = [
-    ("00_orientation.ipynb", {"workspace": "pm_00", "user_name": "Ada", "favorite_number": 7}, "Your name is Ada"),
+    (
+        "00_orientation.ipynb",
+        {"workspace": "pm_00", "user_name": "Grace", "favorite_number": 1815},
+        "agent: Your name is Grace and your favorite number is 1815.",
+    ),
     (
         "01_restart_test.ipynb",
         {"workspace": "pm_01", "session_id": "papermill-restart", "other_session_id": "nobody", "user_name": "Ada", "favorite_number": 7,

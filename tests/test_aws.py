@@ -12,7 +12,6 @@ from strands import Agent
 from companion import aws
 from companion.backends import BackendError, make_model
 from companion.embeddings import EmbeddingModelError, TitanEmbedder, make_embedder
-from test_backends import fake_aws, no_aws  # noqa: F401  (fixtures)
 
 
 @pytest.fixture

@@ -11,36 +11,6 @@ from companion.backends import BackendError, describe, make_model, resolve_backe
 from companion.offline_model import OfflineModel
 
 
-@pytest.fixture
-def no_aws(monkeypatch, tmp_path):
-    """A machine with no AWS configuration at all, as at a workshop without an account."""
-    for name in [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_BEARER_TOKEN_BEDROCK",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "WORKBOOK_BACKEND",
-        "WORKBOOK_MODEL_ID",
-    ]:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-
-
-@pytest.fixture
-def fake_aws(no_aws, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
-
-
 def test_offline_is_the_default(no_aws):
     model = make_model()
     assert isinstance(model, OfflineModel)

@@ -9,7 +9,6 @@ import re
 
 import nbformat
 import pytest
-
 from conftest import REPO
 
 JUPYTER = REPO / ".venv" / "share" / "jupyter"

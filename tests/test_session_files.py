@@ -115,17 +115,29 @@ def test_unsafe_ids_never_become_paths(tmp_path):
 
 # ---------------------------------------------------------------- issue 8.6: valid JSON of the wrong shape, and more
 
+AGENT = "agents/agent_default/agent.json"
+MESSAGE = "agents/agent_default/messages/message_1.json"
+
+
+def agent(**fields):
+    return {"agent_id": "default", "state": {}, "conversation_manager_state": {}, **fields}
+
+
+def message(role="assistant", content=(), message_id=1):
+    return {"message": {"role": role, "content": list(content)}, "message_id": message_id}
+
+
 SHAPES = [
-    ("agents/agent_default/agent.json", {}, "agent.json", "agent_id"),
-    ("agents/agent_default/agent.json", {"agent_id": "default", "state": [], "conversation_manager_state": {}}, "agent.json", "state"),
-    ("agents/agent_default/agent.json", {"agent_id": "default", "state": {}, "conversation_manager_state": 3}, "agent.json", "conversation_manager_state"),
-    ("agents/agent_default/agent.json", {"agent_id": 7, "state": {}, "conversation_manager_state": {}}, "agent.json", "agent_id"),
-    ("agents/agent_default/messages/message_1.json", {"message": "hi", "message_id": 1}, "message_1.json", "message"),
-    ("agents/agent_default/messages/message_1.json", {"message": {"role": "assistant", "content": []}, "message_id": "1"}, "message_1.json", "message_id"),
-    ("agents/agent_default/messages/message_1.json", {"message": {"role": "robot", "content": []}, "message_id": 1}, "message_1.json", "message.role"),
-    ("agents/agent_default/messages/message_1.json", {"message": {"role": "user", "content": "hi"}, "message_id": 1}, "message_1.json", "message.content"),
-    ("agents/agent_default/messages/message_1.json", {"message": {"role": "user", "content": ["hi"]}, "message_id": 1}, "message_1.json", "message.content[0]"),
-    ("agents/agent_default/messages/message_abc.json", {"message": {"role": "user", "content": []}, "message_id": 2}, "message_abc.json", "file name"),
+    (AGENT, {}, "agent.json", "agent_id"),
+    (AGENT, agent(state=[]), "agent.json", "state"),
+    (AGENT, agent(conversation_manager_state=3), "agent.json", "conversation_manager_state"),
+    (AGENT, agent(agent_id=7), "agent.json", "agent_id"),
+    (MESSAGE, {"message": "hi", "message_id": 1}, "message_1.json", "message"),
+    (MESSAGE, message(message_id="1"), "message_1.json", "message_id"),
+    (MESSAGE, message(role="robot"), "message_1.json", "message.role"),
+    (MESSAGE, {"message": {"role": "user", "content": "hi"}, "message_id": 1}, "message_1.json", "message.content"),
+    (MESSAGE, message(content=["hi"]), "message_1.json", "message.content[0]"),
+    ("agents/agent_default/messages/message_abc.json", message(message_id=2), "message_abc.json", "file name"),
     ("session.json", {"session_id": 5, "session_type": "AGENT"}, "session.json", "session_id"),
     ("session.json", [], "session.json", "not a JSON object"),
 ]

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 SECONDS = 30

@@ -18,7 +18,7 @@ from botocore.stub import Stubber
 from strands import Agent
 from strands.memory import ExtractionConfig, InvocationTrigger, MemoryManager, MemoryStore
 
-from companion.embeddings import EmbeddingModelError, MiniLMEmbedder, TitanEmbedder, make_embedder, TOKENIZER_PATH
+from companion.embeddings import TOKENIZER_PATH, EmbeddingModelError, MiniLMEmbedder, TitanEmbedder, make_embedder
 from companion.offline_model import OfflineModel
 from companion.recall_eval import content_words, evaluate, load_pairs, main
 from companion.vector_store import EmbedderMismatchError, SqliteVecMemoryStore, StoreError, connect

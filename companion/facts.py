@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from functools import partial
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 _OWNER = r"(?:the user's|the users'|user's|my|your)"
 _KEY = r"[a-z][a-z0-9 \-]{0,40}?"
@@ -38,8 +39,8 @@ _BREAKS = re.compile(r" ?\n\s*")
 # A sentence that ends in "?" (a question) is removed before statements are read, so a question states nothing.
 # Sentences end at ., !, ? or ; followed by whitespace or the end, or at a line break (as `sentences` splits them).
 # _SENTENCES matches every sentence in turn, from its start: a question in the first branch, anything else in the
-# second (group "kept"), so joining what findall returns (the "kept" group) drops the questions and keeps the rest. The atomic group (?>...)
-# never gives characters back, so each sentence is scanned a bounded number of times.
+# second (group "kept"), so joining what findall returns (the "kept" group) drops the questions and keeps the rest.
+# The atomic group (?>...) never gives characters back, so each sentence is scanned a bounded number of times.
 _BODY = r"(?>(?:[^.!?;\n]+|[.!?;](?=\S))*)"
 _SENTENCES = re.compile(rf"{_BODY}\?(?=\s|\Z)\s?|(?P<kept>{_BODY}[.!?;]?\s?)")
 _QUESTION_SENTENCE = re.compile(rf"(?:\A|(?<=\n)|(?<=[.!?;] )){_BODY}\?(?=\s|\Z)")
@@ -108,11 +109,6 @@ def _normalise_keys(keys: list[str]) -> list[str]:
     joined = _KEY_SEPARATORS.sub(" ", "\0".join(keys).lower())
     joined = joined.replace("favourite", "favorite").replace("colour", "color")
     return [key.strip(" ") for key in joined.split("\0")]
-
-
-def _clean_value(value: str) -> str:
-    """A value without surrounding quotes or emphasis, nor closing punctuation: '"Pin".' -> Pin."""
-    return value.strip(_VALUE_EDGES).rstrip(_VALUE_TAIL)
 
 
 def sentences(text: str) -> list[str]:
@@ -206,7 +202,8 @@ def _pairs(text: str) -> list[tuple[str, str]]:
         return []
     keys = _normalise_keys([key for key, _ in json_pairs] + [key for key, _ in stated])
     pairs = [(key, value) for key, (_, value) in zip(keys, json_pairs)]  # JSON values are taken as they are
-    cleaned = [value.strip(_VALUE_EDGES).rstrip(_VALUE_TAIL) for _, value in stated]  # _clean_value, inlined
+    # a value without surrounding quotes or emphasis, nor closing punctuation: '"Pin".' -> Pin
+    cleaned = [value.strip(_VALUE_EDGES).rstrip(_VALUE_TAIL) for _, value in stated]
     pairs += [(key, value) for key, value in zip(keys[len(json_pairs):], cleaned) if value]
     return pairs
 

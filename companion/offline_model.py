@@ -10,14 +10,15 @@ the context it cannot answer it, which is what makes forgetting visible and hone
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import html
 import json
 import math
 import time
+from collections.abc import AsyncGenerator, AsyncIterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, AsyncGenerator, AsyncIterable, Iterator, TypedDict, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 from pydantic import BaseModel
 from strands.models import Model
@@ -188,14 +189,14 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-@dataclass
+@dataclasses.dataclass
 class _Call:
     """One call as the rules read it; each text is worked out once, and only when a rule needs it."""
 
     messages: Messages
     system_prompt: str | None
     tool_names: list[str]
-    _cache: dict[str, Any] = field(default_factory=dict)
+    _cache: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def message_texts(self) -> list[str]:

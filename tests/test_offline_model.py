@@ -7,6 +7,7 @@ import socket
 import time
 
 import pytest
+from conftest import assistant, user
 from pydantic import BaseModel
 from strands import Agent
 from strands.agent.conversation_manager import SlidingWindowConversationManager, SummarizingConversationManager
@@ -16,7 +17,6 @@ from strands.types.exceptions import ContextWindowOverflowException
 from strands.vended_memory_stores.test_memory_store import TestMemoryStore
 
 from companion.offline_model import NOVA_PRO_CONTEXT_WINDOW, OfflineModel
-from conftest import assistant, user
 
 
 def ask(agent: Agent, prompt: str) -> str:

@@ -6,12 +6,13 @@ The hook that records the calls stays in the notebooks (it is a Strands line to 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from .offline_model import message_text
 
-__all__ = ["SLIDING_WINDOW_LOGGER", "contains_message", "mentions", "sdk_warnings"]
+__all__ = ["SLIDING_WINDOW_LOGGER", "contains_message", "is_pinned", "mentions", "sdk_warnings"]
 
 # The logger of strands' SlidingWindowConversationManager (it warns when it cannot trim, e.g. all pinned).
 SLIDING_WINDOW_LOGGER = "strands.agent.conversation_manager.sliding_window_conversation_manager"
@@ -25,6 +26,11 @@ def contains_message(messages: Sequence[dict[str, Any]], text: str, role: str = 
 def mentions(messages: Sequence[dict[str, Any]], word: str) -> bool:
     """Whether `word` appears in the text of any of `messages` (user or assistant, tool results included)."""
     return any(word in message_text(message) for message in messages)
+
+
+def is_pinned(message: dict[str, Any]) -> bool:
+    """Whether a message carries the SDK's pin flag (metadata.custom.pinned, set by pin_first or pin_message)."""
+    return bool(((message.get("metadata") or {}).get("custom") or {}).get("pinned"))
 
 
 @contextmanager

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
+from conftest import assistant, user
 from strands import Agent
 from strands.agent.conversation_manager import SlidingWindowConversationManager
 
 from companion import OfflineModel
-from companion.model_calls import SLIDING_WINDOW_LOGGER, contains_message, mentions, sdk_warnings
-from conftest import assistant, user
+from companion.model_calls import SLIDING_WINDOW_LOGGER, contains_message, is_pinned, mentions, sdk_warnings
 
 
 def test_contains_message_matches_role_and_whole_text():
@@ -36,3 +36,9 @@ def test_sdk_warnings_catches_the_pin_first_warning_and_restores_the_logger(caps
     assert "pinned" not in capsys.readouterr().err
     assert (list(logger.handlers), logger.propagate) == before
     assert "ORION" in str(result)
+    assert [is_pinned(m) for m in agent.messages] == [True, True, False, False]
+
+
+def test_is_pinned_reads_only_the_pin_flag():
+    assert not is_pinned({"role": "assistant", "content": [], "metadata": {"usage": {"inputTokens": 1}}})
+    assert is_pinned({"role": "user", "content": [], "metadata": {"custom": {"pinned": True}}})

@@ -102,7 +102,9 @@ def refresh(path: Path) -> None:
         notebook,
         timeout=600,
         kernel_name="python3",
-        store_widget_state=False,
+        # nbclient's output-widget hook raises KeyError without widget state when an `interactive` widget prints;
+        # the state is collected here and dropped again by jupyterlab_form before writing.
+        store_widget_state=True,
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     ).execute()
     write(notebook, path)

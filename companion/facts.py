@@ -28,7 +28,7 @@ from functools import partial
 from typing import NamedTuple
 
 _OWNER = r"(?:the user's|the users'|user's|my|your)"
-_KEY = r"[a-z][a-z0-9 \-]{0,40}?"
+_KEY = r"[a-z][a-z0-9\-]*(?: [a-z0-9\-]+){0,5}?"  # one to six words, as few as the sentence allows
 _VERB = r"(?:is|was|are|=)"
 
 # Whitespace is squeezed before any other pattern runs: a run with a line break becomes one "\n", any other run one
@@ -41,7 +41,7 @@ _BREAKS = re.compile(r" ?\n\s*")
 # _SENTENCES matches every sentence in turn, from its start: a question in the first branch, anything else in the
 # second (group "kept"), so joining what findall returns (the "kept" group) drops the questions and keeps the rest.
 # The atomic group (?>...) never gives characters back, so each sentence is scanned a bounded number of times.
-_BODY = r"(?>(?:[^.!?;\n]+|[.!?;](?=\S))*)"
+_BODY = r"(?>(?:[^.!?;\n]+|[.!?;]+(?=\S))*)"
 _SENTENCES = re.compile(rf"{_BODY}\?(?=\s|\Z)\s?|(?P<kept>{_BODY}[.!?;]?\s?)")
 _QUESTION_SENTENCE = re.compile(rf"(?:\A|(?<=\n)|(?<=[.!?;] )){_BODY}\?(?=\s|\Z)")
 
@@ -49,7 +49,7 @@ _QUESTION_SENTENCE = re.compile(rf"(?:\A|(?<=\n)|(?<=[.!?;] )){_BODY}\?(?=\s|\Z)
 # sentence, a line break, or "and" followed by the next owner word ("my name is Ada and my plan is pro"). The value is
 # an atomic group of runs of ordinary characters, so a long value is read in one pass.
 _NEXT_CLAUSE = rf"\s?,?\s?and\s{_OWNER}\s"
-_VALUE = rf"(?>(?:[^.!?;\n ,]+|[.!?;](?=\S)|(?!{_NEXT_CLAUSE})[ ,])+)"
+_VALUE = rf"(?>(?:[^.!?;\n ,]+|[.!?;]+(?=\S)|(?!{_NEXT_CLAUSE})[ ,])+)"
 _STATEMENT = re.compile(rf"\b{_OWNER}\s(?P<key>{_KEY})\s{_VERB}\s(?P<value>{_VALUE})", re.IGNORECASE)
 
 _QUESTION_LEAD = re.compile(

@@ -50,7 +50,7 @@ _QUESTION_SENTENCE = re.compile(rf"(?:\A|(?<=\n)|(?<=[.!?;] )){_BODY}\?(?=\s|\Z)
 # an atomic group of runs of ordinary characters, so a long value is read in one pass.
 _NEXT_CLAUSE = rf"\s?,?\s?and\s{_OWNER}\s"
 _VALUE = rf"(?>(?:[^.!?;\n ,]+|[.!?;]+(?=\S)|(?!{_NEXT_CLAUSE})[ ,])+)"
-_STATEMENT = re.compile(rf"\b{_OWNER}\s(?P<key>{_KEY})\s{_VERB}\s(?P<value>{_VALUE})", re.IGNORECASE)
+_STATEMENT = re.compile(rf"\b{_OWNER} (?P<key>{_KEY}) {_VERB} (?P<value>{_VALUE})", re.IGNORECASE)  # on one line
 
 _QUESTION_LEAD = re.compile(
     r"^(?:(?:so|and|now|ok|okay|hi|hey|hello|by the way|quick question|one more thing|also|then)\b[,:!]?\s?)*"

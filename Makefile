@@ -14,8 +14,9 @@ export WORKBOOK_BACKEND
 # onnxruntime (the offline embedder) sends usage telemetry unless this is set before it loads; never wanted here.
 ORT_DISABLE_TELEMETRY := 1
 export ORT_DISABLE_TELEMETRY
-# The test command never obeys the shell's backend: tests run offline (no paid calls, no network).
-OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1
+# The test command never obeys the shell's backend: tests run offline (no paid calls, no network). Without credentials,
+# botocore would also probe the EC2 instance-metadata address for them when a Bedrock client is built in a test.
+OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1 AWS_EC2_METADATA_DISABLED=true
 
 .PHONY: lab test env notebooks clean-workspace
 

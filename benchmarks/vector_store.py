@@ -44,7 +44,8 @@ def site_packages_size(names: list[str]) -> dict[str, float]:
     site = Path(np.__file__).resolve().parent.parent
     sizes = {}
     for name in names:
-        total = sum(p.stat().st_size for path in site.glob(f"{name}*") for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file())
+        files = (p for path in site.glob(f"{name}*") for p in ([path] if path.is_file() else path.rglob("*")))
+        total = sum(p.stat().st_size for p in files if p.is_file())
         sizes[name] = total / 1e6
     return sizes
 

@@ -8,9 +8,10 @@ from typing import Any
 
 from strands.models import Model
 
-from .offline_model import NOVA_PRO_CONTEXT_WINDOW, OfflineModel
-
 BACKENDS = ("offline", "bedrock")
+# Amazon Nova Pro's context window, in tokens. The offline model reports the same limit, so threshold arithmetic in the
+# notebooks (a ratio of the context window) matches a run on Bedrock.
+NOVA_PRO_CONTEXT_WINDOW = 300_000
 BACKEND_ENV = "WORKBOOK_BACKEND"
 DEFAULT_BEDROCK_MODEL_ID = "amazon.nova-pro-v1:0"
 DEFAULT_REGION = "us-east-1"  # the same default as companion/aws.py
@@ -50,6 +51,8 @@ def make_model(
     """
     name = resolve_backend(backend)
     if name == "offline":
+        from .offline_model import OfflineModel  # imported here: the offline model reads its limit from this module
+
         return OfflineModel(context_window_limit=context_window_limit, **settings)
     return _bedrock_model(model_id, region, context_window_limit, settings, endpoint_url)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 from itertools import cycle, islice
-from pathlib import Path
 from typing import Any
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "conversations"
+from .paths import data_path
+
+DATA_DIR = data_path("conversations")
 
 
 def load_script(name: str) -> dict[str, Any]:

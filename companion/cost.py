@@ -3,9 +3,10 @@ and the turn from which summarizing pays off."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Sequence
+from typing import Any
 
 
 def slope(values: Sequence[float]) -> float:

@@ -7,15 +7,10 @@ from typing import Any
 
 from strands import Agent
 
-from .offline_model import SUMMARY_TITLE, message_text
+from .messages import is_summary, message_text
 from .session_files import agent_dir, message_files, read_json
 
-__all__ = ["is_summary", "message_text", "turn_counters"]
-
-
-def is_summary(message: dict[str, Any]) -> bool:
-    """The SDK's summarizing manager inserts its summary as a user message; the offline model titles it so."""
-    return message["role"] == "user" and message_text(message).lstrip().startswith(SUMMARY_TITLE)
+__all__ = ["turn_counters"]
 
 
 def turn_counters(

@@ -3,7 +3,8 @@ and a plain-text form for terminals and command-line tools."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 # onnxruntime (1.32) writes a device id and an event database under ~/.cache/Microsoft/DeveloperTools/ and sends
 # usage telemetry to mobile.events.data.microsoft.com unless this is set before it loads. The workbook never wants it;
@@ -21,7 +22,9 @@ os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 import numpy as np  # noqa: E402
 
-TOKENIZER_PATH = Path(__file__).resolve().parent.parent / "data" / "embeddings" / "all-MiniLM-L6-v2" / "tokenizer.json"
+from .paths import DATA_DIR
+
+TOKENIZER_PATH = DATA_DIR / "embeddings" / "all-MiniLM-L6-v2" / "tokenizer.json"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 EMBEDDERS = ("minilm", "titan")
@@ -42,7 +45,7 @@ class EmbeddingModelError(RuntimeError):
     """A model or tokenizer file that is missing or not the expected one."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as file:

@@ -13,8 +13,9 @@ Counts come from the data (the memory texts and SQL on the store's file), not fr
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from strands.storage.search.keyword import STOP_WORDS, tokenize
 
@@ -81,7 +82,7 @@ class FtsExplainer:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "FtsExplainer":
+    def __enter__(self) -> FtsExplainer:
         return self
 
     def __exit__(self, *exc: object) -> None:

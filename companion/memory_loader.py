@@ -10,7 +10,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+from .paths import DATA_DIR
+
+DATA = DATA_DIR
 USER_MEMORIES = DATA / "memories" / "user_memories.json"
 PARAPHRASE_PAIRS = DATA / "recall" / "paraphrase_pairs.jsonl"
 

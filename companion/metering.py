@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncGenerator, AsyncIterable, TypeVar
+from collections.abc import AsyncGenerator, AsyncIterable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from strands.models import Model
@@ -10,7 +11,7 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from .offline_model import is_summary_request
+from .messages import is_summary_request
 
 T = TypeVar("T", bound=BaseModel)
 

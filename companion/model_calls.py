@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .offline_model import message_text
+from .messages import message_text
 
 __all__ = ["SLIDING_WINDOW_LOGGER", "contains_message", "is_pinned", "mentions", "sdk_warnings"]
 

@@ -28,6 +28,7 @@ from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
 from . import facts as fact_rules
+from .backends import NOVA_PRO_CONTEXT_WINDOW
 from .messages import (
     EXTRACTION_REQUEST,
     SUMMARY_REQUEST,
@@ -41,7 +42,6 @@ from .messages import (
 __all__ = [
     "ADD_TOOL_NAME",
     "EXTRACTION_REQUEST",
-    "NOVA_PRO_CONTEXT_WINDOW",
     "SEARCH_TOOL_NAME",
     "SUMMARY_REQUEST",
     "SUMMARY_TITLE",
@@ -54,7 +54,6 @@ __all__ = [
 
 T = TypeVar("T", bound=BaseModel)
 
-NOVA_PRO_CONTEXT_WINDOW = 300_000
 """Nova Pro's context window: the seeds ran on amazon.nova-pro-v1:0, so threshold ratios mean the same here."""
 
 SEARCH_TOOL_NAME = "search_memory"

@@ -8,7 +8,8 @@ through its own synchronous methods; this goes only through what `MemoryManager`
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def _same(text: str) -> str:

@@ -14,8 +14,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from strands.types.content import Message
 

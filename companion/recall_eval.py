@@ -13,8 +13,9 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .display import text_table
 from .embeddings import EMBEDDERS, Embedder, EmbeddingModelError, make_embedder

@@ -16,11 +16,11 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator
 
-from .restart_test import PhaseFailed, PhaseResult
+from .restart_runner import PhaseFailed, PhaseResult
 
 try:  # POSIX (Linux, macOS)
     import fcntl
@@ -118,7 +118,7 @@ def run_writers(
 
     The barrier directory is `<storage_dir's parent>/barrier`, emptied before the writers start.
     """
-    from .restart_test import _package_parent
+    from .restart_runner import _package_parent
     from .workspace import check_session_id, inside_root, reset_workspace
 
     check_session_id(session_id)

@@ -13,10 +13,11 @@ import logging
 import os
 import re
 import threading
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import sqlite_vec
@@ -390,7 +391,7 @@ class SqliteVecMemoryStore:
         """Close the database file."""
         self._db.close()
 
-    def __enter__(self) -> "SqliteVecMemoryStore":
+    def __enter__(self) -> SqliteVecMemoryStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

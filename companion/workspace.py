@@ -20,8 +20,10 @@ import re
 import shutil
 from pathlib import Path
 
+from .paths import REPO_ROOT
+
 WORKSPACE_ROOT_ENV = "WORKBOOK_WORKSPACE_ROOT"
-REPOSITORY_WORKSPACE = Path(__file__).resolve().parent.parent / "workspace"
+REPOSITORY_WORKSPACE = REPO_ROOT / "workspace"
 MARKER = ".workbook-workspace"
 MARKER_TEXT = "This directory is a workspace of the agent-memory workbook; resetting the notebook deletes it.\n"
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")

@@ -30,10 +30,11 @@ from companion.cost import (
     slope,
     tokens_by_turn,
 )
-from companion.counters import is_summary, message_text, turn_counters
-from companion.display import table, text_table
+from companion.counters import turn_counters
+from companion.display import text_table
+from companion.messages import SUMMARY_REQUEST, is_summary, message_text
 from companion.metering import MeteredModel
-from companion.offline_model import SUMMARY_REQUEST, OfflineModel
+from companion.offline_model import OfflineModel
 from companion.pruning import STRATEGIES, JsonHistoryStore, count_tokens, prune
 from companion.workspace import UnsafePathError
 
@@ -189,7 +190,7 @@ def test_metered_model_passes_settings_through():
 def test_metered_model_labels_turns_and_keeps_what_each_call_received():
     import math
 
-    from companion.offline_model import is_summary_request
+    from companion.messages import is_summary_request
 
     metered = MeteredModel(OfflineModel())
     manager = SummarizingConversationManager(

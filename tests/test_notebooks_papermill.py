@@ -28,8 +28,16 @@ REPLAYS = [
         {"workspace": "pm_02", "session_id": "pm-state", "snapshot_session_id": "pm-snapshot", "user_name": "Ada", "plan": "team"},
         "'plan': 'team'",
     ),
-    ("03_sliding_window.ipynb", {"workspace": "pm_03a", "window_size": 4, "codename": "PHOENIX", "interactive": False}, "last turn whose call got the codename: 3"),
-    ("03_sliding_window.ipynb", {"workspace": "pm_03b", "window_size": 10, "turns": 12, "interactive": False}, "last turn whose call got the codename: 6"),
+    (
+        "03_sliding_window.ipynb",
+        {"workspace": "pm_03a", "window_size": 4, "codename": "PHOENIX", "interactive": False},
+        "last turn whose call got the codename: 3",
+    ),
+    (
+        "03_sliding_window.ipynb",
+        {"workspace": "pm_03b", "window_size": 10, "turns": 12, "interactive": False},
+        "last turn whose call got the codename: 6",
+    ),
     ("04_state_manifest.ipynb", {"workspace": "pm_04", "window_size": 4, "turns": 9, "codename": "PHOENIX"}, "Your codename is PHOENIX."),
     (
         "05_summarization.ipynb",

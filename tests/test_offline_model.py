@@ -16,7 +16,8 @@ from strands.models.model import _estimate_tokens_with_heuristic
 from strands.types.exceptions import ContextWindowOverflowException
 from strands.vended_memory_stores.test_memory_store import TestMemoryStore
 
-from companion.offline_model import NOVA_PRO_CONTEXT_WINDOW, OfflineModel
+from companion.backends import NOVA_PRO_CONTEXT_WINDOW
+from companion.offline_model import OfflineModel
 
 
 def ask(agent: Agent, prompt: str) -> str:

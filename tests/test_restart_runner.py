@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from companion.restart_test import DEFAULT_PLANT, DEFAULT_RECALL, PhaseFailed, run_phase
+from companion.restart_runner import DEFAULT_PLANT, DEFAULT_RECALL, PhaseFailed, run_phase
 from companion.session_files import files_with_sizes, message_files
 from companion.workspace import UnsafePathError
 

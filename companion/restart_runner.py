@@ -12,7 +12,8 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
+
+from .paths import REPO_ROOT
 
 DEFAULT_PLANT = "My name is Pin and my favorite number is 42. Just acknowledge, one short sentence."
 DEFAULT_RECALL = "What is my name and my favorite number?"
@@ -74,7 +75,7 @@ def run_phase(
 
     storage = inside_root(storage_dir)
     storage.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "companion.restart_test", "--backend", backend, "--storage-dir", str(storage)]
+    args = [sys.executable, "-m", "companion.restart_runner", "--backend", backend, "--storage-dir", str(storage)]
     if session_id is not None:
         args += ["--session-id", check_session_id(session_id)]
     if window_size is not None:
@@ -101,7 +102,7 @@ def run_phase(
 
 
 def _package_parent() -> str:
-    here = str(Path(__file__).resolve().parent.parent)
+    here = str(REPO_ROOT)
     existing = os.environ.get("PYTHONPATH")
     return here if not existing else here + os.pathsep + existing
 

@@ -1,0 +1,74 @@
+"""The series map stays true: every notebook states its claim, and notebook 00 and the README list every notebook
+with that claim. The notebook template stays runnable and keeps the shape the other notebooks are held to."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import papermill
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CLAIM = re.compile(r"^\*\*The claim:\*\*\s*(.+?)\s*$", re.MULTILINE)
+
+
+def first_markdown(path: Path) -> str:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return "".join(next(c for c in cells if c["cell_type"] == "markdown")["source"])
+
+
+def claim_of(path: Path) -> str:
+    match = CLAIM.search(first_markdown(path))
+    assert match, f"{path.name}: the first markdown cell has no '**The claim:** ...' line"
+    return " ".join(match.group(1).split())
+
+
+def title_of(path: Path) -> str:
+    heading = first_markdown(path).splitlines()[0]
+    assert heading.startswith("# "), f"{path.name}: the first line is not a '# ' title"
+    return heading[2:].strip()
+
+
+def series_table(markdown: str) -> dict[str, str]:
+    """Rows '| NN name | claim |' of a markdown table, keyed by the two-digit number."""
+    rows = {}
+    for line in markdown.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and re.match(r"^`?\[?\d\d", cells[0]):
+            rows[re.search(r"\d\d", cells[0]).group(0)] = " ".join(cells[1].split())
+    return rows
+
+
+def test_every_notebook_states_a_claim_and_a_title():
+    for path in NOTEBOOKS:
+        assert claim_of(path) and title_of(path).startswith(path.name[:2])
+
+
+def test_notebook_00_lists_every_notebook_with_its_claim():
+    cells = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))["cells"]
+    markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    rows = series_table(markdown)
+    for path in NOTEBOOKS:
+        number = path.name[:2]
+        assert number in rows, f"notebook 00's series table has no row for {path.name}"
+        assert rows[number] == claim_of(path), f"{path.name}: the claim in 00's table differs from the notebook's own"
+
+
+def test_readme_lists_every_notebook():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        assert f"`{path.stem}`" in readme, f"README.md does not list {path.stem}"
+
+
+def test_template_runs_and_has_the_shape(tmp_path, workspace_root):
+    template = REPO / "templates" / "notebook.ipynb"
+    assert claim_of(template)
+    papermill.execute_notebook(
+        str(template), str(tmp_path / "t.ipynb"), parameters={"backend": "offline", "workspace": "template"},
+        kernel_name="python3", cwd=str(REPO / "notebooks"), progress_bar=False, execution_timeout=120,
+    )
+    out = json.loads((tmp_path / "t.ipynb").read_text(encoding="utf-8"))
+    printed = "".join(o.get("text", "") for c in out["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
+    assert "All checks passed." in printed

@@ -1,0 +1,173 @@
+"""Build the workbook's static book: an HTML site of the series made from the notebooks' committed outputs.
+
+    .venv/bin/python tools/build_book.py            # -> build/book/html/index.html (what `make book` runs)
+    .venv/bin/python tools/build_book.py --out DIR  # -> DIR/html/index.html
+
+Nothing is executed and nothing is fetched: the notebooks are copied as they are committed into a staging folder
+(DIR/src), beside a landing page generated from their titles and claims (the series map), and Sphinx with MyST-NB
+renders them with the configuration in book/conf.py. The committed notebooks are never touched. A cell with a widget
+gets a note in the staged copy saying that its slider works only when the notebook runs live in JupyterLab.
+
+The landing page takes each notebook's title from its first heading and its claim from a `**The claim:**` line in its
+first cell, or else from the notebook's row in notebook 00's series table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+CONF_DIR = REPO_ROOT / "book"
+DEFAULT_OUT = REPO_ROOT / "build" / "book"
+
+WIDGET_NOTE = (
+    ":::{note}\n"
+    "**A live widget.** The next cell draws a slider when the notebook runs in JupyterLab (`make lab`); "
+    "this book shows the cell's saved output only.\n"
+    ":::\n"
+)
+
+
+def notebook_paths() -> list[Path]:
+    """The series: notebooks/NN_*.ipynb, in order."""
+    return sorted(p for p in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _text(source: str | list[str]) -> str:
+    return "".join(source) if isinstance(source, list) else source
+
+
+def title_and_claim(notebook: dict, series_rows: dict[str, str]) -> tuple[str, str]:
+    """The first heading of the first markdown cell, and the claim (see the module's docstring)."""
+    first = next((_text(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown"), "")
+    heading = next((line.lstrip("#").strip() for line in first.splitlines() if line.startswith("#")), "")
+    claim_match = re.search(r"\*\*The claim:\*\*\s*(.+)", first)
+    claim = claim_match.group(1).strip() if claim_match else series_rows.get(heading[:2], "")
+    return heading, claim
+
+
+def series_table_rows(orientation: dict | None) -> dict[str, str]:
+    """Notebook 00's series table as {"03": claim}, from rows like `| 03 sliding-window forgetting | claim |`."""
+    rows: dict[str, str] = {}
+    if orientation is None:
+        return rows
+    for cell in orientation["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for line in _text(cell["source"]).splitlines():
+            match = re.match(r"\|\s*(\d\d)\b[^|]*\|\s*(.+?)\s*\|\s*$", line)
+            if match:
+                rows[match.group(1)] = match.group(2)
+    return rows
+
+
+def is_widget_cell(cell: dict) -> bool:
+    """A code cell that imports ipywidgets (the sliders; notebook 00 only names the package in a version check)."""
+    return cell["cell_type"] == "code" and re.search(r"^\s*(import ipywidgets|from ipywidgets )", _text(cell["source"]), re.M) is not None
+
+
+def landing_page(entries: list[tuple[str, str, str, bool]]) -> str:
+    """index.md: the series map (a table linking every notebook, with its claim) and the hidden toctree."""
+    lines = [
+        "# Agent memory with Strands: the workbook",
+        "",
+        "A series of notebooks that makes an agent's memory visible, measurable and testable with the Strands Agents SDK.",
+        "Each notebook proves one claim with a run you can see, then checks it with asserts. This book shows every",
+        "notebook with its committed outputs (plots, tables, printed files); nothing here runs. To run the cells, change",
+        "the parameters and move the sliders, clone the repository and type `make lab`.",
+        "",
+        "## The series",
+        "",
+        "| notebook | the claim it proves |",
+        "|---|---|",
+    ]
+    for stem, title, claim, _ in entries:
+        cell_claim = claim.replace("|", "\\|") or "—"
+        lines.append(f"| [{title}]({stem}.ipynb) | {cell_claim} |")
+    widget_titles = [title for _, title, _, has_widget in entries if has_widget]
+    if widget_titles:
+        lines += [
+            "",
+            "Live widgets (sliders) are in: " + "; ".join(widget_titles) + ". Here they show their saved output, "
+            "a line that asks you to run the cell in JupyterLab.",
+        ]
+    lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ""]
+    lines += [stem for stem, *_ in entries]
+    lines += ["```", ""]
+    return "\n".join(lines)
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Keep the staged file's timestamp when nothing changed, so Sphinx rebuilds only what did."""
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def stage(src: Path) -> list[tuple[str, str, str, bool]]:
+    """Copy the notebooks (widget cells preceded by a note) and write index.md into src; return the series entries."""
+    src.mkdir(parents=True, exist_ok=True)
+    paths = notebook_paths()
+    if not paths:
+        raise SystemExit(f"no notebooks found in {NOTEBOOKS_DIR}")
+    loaded = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in paths}
+    series_rows = series_table_rows(next((nb for stem, nb in loaded.items() if stem.startswith("00_")), None))
+    entries = []
+    for stem, notebook in loaded.items():
+        title, claim = title_and_claim(notebook, series_rows)
+        cells, has_widget = [], False
+        for cell in notebook["cells"]:
+            if is_widget_cell(cell):
+                has_widget = True
+                cells.append({"cell_type": "markdown", "id": f"book-note-{cell.get('id', len(cells))}", "metadata": {}, "source": WIDGET_NOTE})
+            cells.append(cell)
+        notebook["cells"] = cells
+        write_if_changed(src / f"{stem}.ipynb", json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+        entries.append((stem, title or stem, claim, has_widget))
+    for stale in src.glob("*.ipynb"):
+        if stale.stem not in loaded:
+            stale.unlink()
+    write_if_changed(src / "index.md", landing_page(entries))
+    return entries
+
+
+def build(out: Path = DEFAULT_OUT, quiet: bool = True) -> Path:
+    """Stage and build; return the html folder. Sphinx warnings go to out/warnings.txt (and fail nothing here:
+    tests/test_book.py reads them)."""
+    out = out.resolve()
+    entries = stage(out / "src")
+    html = out / "html"
+    warnings = out / "warnings.txt"
+    command = [sys.executable, "-m", "sphinx", "-b", "html", "-c", str(CONF_DIR), "-d", str(out / "doctrees"), "-w", str(warnings)]
+    command += ["-q"] if quiet else []
+    command += [str(out / "src"), str(html)]
+    started = time.monotonic()
+    subprocess.run(command, check=True, cwd=REPO_ROOT)
+    print(f"Built the book of {len(entries)} notebooks in {time.monotonic() - started:.1f} s: {html / 'index.html'}")
+    if warnings.exists() and warnings.read_text(encoding="utf-8").strip():
+        print(f"Sphinx warnings: {warnings}")
+    return html
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (html/ inside it); default build/book")
+    parser.add_argument("--verbose", action="store_true", help="show Sphinx's progress")
+    args = parser.parse_args(argv)
+    try:
+        import myst_nb  # noqa: F401
+    except ImportError:
+        print("The book's packages are missing: install them with `.venv/bin/pip install -c constraints.txt -e '.[book]'`.")
+        return 1
+    build(args.out, quiet=not args.verbose)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

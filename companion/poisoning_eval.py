@@ -38,11 +38,12 @@ from strands.types.tools import ToolSpec
 
 from . import facts as fact_rules
 from .messages import message_text
-from .selective_memory import Clock, SelectiveMemoryStore, read_records, words
+from .selective_memory import Clock, RecordingModel, SelectiveMemoryStore, read_records, words
 from .write_policy import MemoryWriteGuard, WritePolicy, data_format, read_audit
 
 __all__ = [
     "CHANNELS",
+    "CaseRecorder",
     "InstructionFollowingModel",
     "Outcome",
     "load_cases",
@@ -173,6 +174,20 @@ class InstructionFollowingModel(Model):
                                       "totalTokens": tokens + len(payload) // 2}, "metrics": {"latencyMs": 0}}}
 
 
+class CaseRecorder(RecordingModel):
+    """A `RecordingModel` whose every call is also tagged with the case being run (`run_case` sets `case_id`), so a
+    check can ask what the model received in one case's calls."""
+
+    case_id: str | None = None
+
+    async def stream(
+        self, messages: Messages, tool_specs: list[ToolSpec] | None = None, system_prompt: str | None = None, **kwargs: Any
+    ) -> AsyncIterable[StreamEvent]:
+        async for event in super().stream(messages, tool_specs, system_prompt, **kwargs):
+            self.log[-1].setdefault("case", self.case_id)
+            yield event
+
+
 @dataclass
 class Outcome:
     """What one case did in one run."""
@@ -223,6 +238,8 @@ def run_case(
     follow: wrap the writing model in `InstructionFollowingModel` (for the offline model; leave a real model as it is).
     """
     folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(model, CaseRecorder):
+        model.case_id = case["id"]
     clock = Clock()
     store = SelectiveMemoryStore(folder / f"{case['id']}.json", user=owner, clock=clock)
     stores: list[Any] = [store]
@@ -306,10 +323,12 @@ def rates_plot(summary: dict[str, dict[str, Any]], by_shape: dict[str, dict[str,
         height = 0.38
         for i, run in enumerate(runs):
             values = [by_shape[run][s] for s in shapes]
-            right.barh([y + (i - 0.5) * height for y in range(len(shapes))], values, height, label=run, color=colors.get(run))
+            bars = right.barh([y + (i - 0.5) * height for y in range(len(shapes))], values, height, label=run,
+                              color=colors.get(run))
+            right.bar_label(bars, labels=[f"{v:.0%}" for v in values], padding=3, fontsize=10)
         right.set_yticks(range(len(shapes)), shapes, fontsize=10)
         right.invert_yaxis()
-        right.set_xlim(0, 1.05)
+        right.set_xlim(0, 1.12)
         right.set_xlabel("attack success rate")
         right.grid(axis="x", alpha=0.3)
         right.set_title("attacks, by shape")

@@ -53,8 +53,14 @@ def make_model(
     if name == "offline":
         from .offline_model import OfflineModel  # imported here: the offline model reads its limit from this module
 
-        return OfflineModel(context_window_limit=context_window_limit, **settings)
-    return _bedrock_model(model_id, region, context_window_limit, settings, endpoint_url)
+        model: Model = OfflineModel(context_window_limit=context_window_limit, **settings)
+    else:
+        model = _bedrock_model(model_id, region, context_window_limit, settings, endpoint_url)
+    if os.environ.get("WORKBOOK_USAGE_LOG"):  # opt-in, set by `python -m companion.replay`: see companion/usage_log.py
+        from .usage_log import log_usage
+
+        model = log_usage(model, os.environ["WORKBOOK_USAGE_LOG"])
+    return model
 
 
 def _bedrock_model(

@@ -1,0 +1,250 @@
+"""The class replay (`python -m companion.replay`): the series with the sample class file passes, a broken check is
+named and fails the run, an interrupted replay leaves the committed notebooks alone, and the Bedrock estimate is shown
+before anything is sent. Also the opt-in usage log that make_model attaches when $WORKBOOK_USAGE_LOG is set."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from strands import Agent
+
+from companion import backends
+from companion.offline_model import OfflineModel
+from companion.replay import (
+    MARKER,
+    ReplayError,
+    discover,
+    estimate,
+    is_check_cell,
+    load_class_file,
+    plan_replay,
+    prepare_output,
+)
+from companion.usage_log import USAGE_LABEL_ENV, USAGE_LOG_ENV, log_usage, read_usage
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+SAMPLE = REPO / "classes" / "sample.yaml"
+
+
+def replay_command(*args: str, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "companion.replay", "--no-progress", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}, **kwargs,
+    )
+
+
+def digests(paths) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+# --- the usage log (the one change in companion/backends.py) ----------------------------------------------------------
+
+
+def test_make_model_logs_usage_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv(USAGE_LOG_ENV, raising=False)
+    assert type(backends.make_model("offline")) is OfflineModel, "without $WORKBOOK_USAGE_LOG nothing changes"
+
+    log = tmp_path / "usage.jsonl"
+    monkeypatch.setenv(USAGE_LOG_ENV, str(log))
+    monkeypatch.setenv(USAGE_LABEL_ENV, "probe")
+    model = backends.make_model("offline")
+    assert isinstance(model, OfflineModel) and type(model).__name__ == "OfflineModel", "the model keeps its class"
+    assert backends.describe(model).startswith("OfflineModel"), "and its description"
+    agent = Agent(model=model, callback_handler=None)
+    agent("My name is Ada.")
+    agent("What is my name?")
+    records = read_usage(log)
+    reported = [invocation.usage for invocation in agent.event_loop_metrics.agent_invocations]
+    assert [(r["notebook"], r["kind"], r["model"]) for r in records] == [("probe", "turn", "OfflineModel")] * 2
+    assert [r["input"] for r in records] == [u["inputTokens"] for u in reported], "the tokens the model reported, per call"
+    assert [r["output"] for r in records] == [u["outputTokens"] for u in reported]
+
+
+def test_usage_log_leaves_anything_but_a_model_alone(tmp_path):
+    stand_in = object()
+    assert log_usage(stand_in, tmp_path / "u.jsonl") is stand_in
+    model = log_usage(log_usage(OfflineModel(), tmp_path / "u.jsonl"), tmp_path / "u.jsonl")
+    assert type(model).__mro__[1] is OfflineModel, "logging twice does not stack two loggers"
+
+
+# --- planning: class file, selection, output folder -------------------------------------------------------------------
+
+
+def write_class(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "class.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_sample_class_file_plans_every_notebook_it_finds():
+    class_file = load_class_file(SAMPLE)
+    plans, notes = plan_replay([], class_file, "offline")
+    assert [p.source for p in plans] == discover(NOTEBOOKS)
+    for plan in plans:
+        assert plan.parameters["backend"] == "offline"
+        assert set(plan.given) <= set(plan.accepted), "only parameters the notebook declares"
+        if "interactive" in plan.accepted:
+            assert plan.parameters["interactive"] is False, "widgets are skipped in a headless replay"
+    by_name = {p.name[:2]: p for p in plans}
+    assert by_name["03"].given["window_size"] == 8 and by_name["03"].given["codename"] == "PHOENIX"
+    assert "codename" not in by_name["00"].given, "a common value goes only where the notebook has that parameter"
+
+
+def test_class_file_mistakes_are_refused_with_the_reason(tmp_path):
+    with pytest.raises(ReplayError, match="03_sliding_window has no parameter 'window'; its parameters are: backend"):
+        plan_replay(["03"], load_class_file(write_class(tmp_path, 'notebooks:\n  "03": {window: 8}\n')), "offline")
+    with pytest.raises(ReplayError, match="unknown key"):
+        load_class_file(write_class(tmp_path, "learner: 3\n"))
+    with pytest.raises(ReplayError, match="No notebook matches '42'"):
+        plan_replay(["42"], load_class_file(None), "offline")
+    plans, notes = plan_replay(["00"], load_class_file(write_class(tmp_path, 'notebooks:\n  "97": {x: 1}\n')), "offline")
+    assert [p.name for p in plans] == ["00_orientation"] and "97" in notes[0], "a notebook not (yet) in the series is skipped"
+
+
+def test_output_folder_is_never_someone_elses(tmp_path):
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("keep")
+    with pytest.raises(ReplayError, match="not an earlier replay"):
+        prepare_output(precious)
+    assert (precious / "keep.txt").read_text() == "keep"
+    with pytest.raises(ReplayError, match="folder of its own"):
+        prepare_output(NOTEBOOKS / "out")
+    out = prepare_output(tmp_path / "out")
+    (out / "old.ipynb").write_text("{}")
+    assert (prepare_output(out) / MARKER).is_file() and not (out / "old.ipynb").exists(), "an earlier replay is replaced"
+
+
+def test_check_cells_and_estimate_arithmetic():
+    assert is_check_cell('x = 1\nassert x == 1, "one"\nprint("All checks passed.")')
+    assert not is_check_cell("print('no asserts here')  # assert-free")
+    e = estimate({"calls": 10, "input": 100_000, "output": 10_000}, learners=30)
+    assert e["dollars"] == pytest.approx(100 * 0.0008 + 10 * 0.0032)
+    assert e["class dollars"] == pytest.approx(30 * e["dollars"])
+
+
+# --- replays (subprocesses, real kernels) -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def series_replay(tmp_path_factory):
+    """The whole series with the sample class file, once for this module."""
+    out = tmp_path_factory.mktemp("replay") / "sample"
+    before = digests(discover(NOTEBOOKS))
+    result = replay_command("--class", str(SAMPLE), "--out", str(out))
+    return out, result, before
+
+
+def test_series_replay_with_the_sample_class_passes(series_replay):
+    out, result, before = series_replay
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["notebook"]: r for r in summary["rows"]}
+    names = [p.stem for p in discover(NOTEBOOKS)]
+    assert list(rows) == [*names, "total"] and summary["failures"] == []
+    for name in names:
+        assert (out / f"{name}.ipynb").is_file(), "the executed notebook is in the output folder"
+        assert rows[name]["status"] == "passed" and rows[name]["check cells passed"] >= 1
+        assert rows[name]["check cells failed"] == 0
+    assert rows["total"]["tokens sent"] == sum(rows[n]["tokens sent"] for n in names) > 0
+    usage = [json.loads(line) for line in (out / "usage.jsonl").read_text().splitlines()]
+    assert len(usage) == rows["total"]["model calls"], "the summary counts every logged call"
+    assert rows["01_restart_test"]["model calls"] >= 2, "calls made in the restart test's child processes are counted"
+    executed = nbformat.read(out / "03_sliding_window.ipynb", as_version=4)
+    injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
+    assert "window_size = 8" in injected.source and "interactive = False" in injected.source
+    assert "03_sliding_window.ipynb" in (out / "summary.html").read_text(), "the HTML summary links the notebooks"
+    assert "Every check cell held." in result.stdout and "tokens sent" in result.stdout
+    assert digests(discover(NOTEBOOKS)) == before, "the committed notebooks were only read"
+
+
+def test_bedrock_replay_shows_the_estimate_and_asks_first(series_replay, tmp_path, fake_aws):
+    out, _, _ = series_replay
+    total = json.loads((out / "summary.json").read_text())["rows"][-1]
+    result = replay_command("--backend", "bedrock", "--counts", str(out / "summary.json"), "--out", str(tmp_path / "b"),
+                            "--learners", "30", input="n\n")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"sends {total['model calls']:,} model calls with {total['tokens sent']:,} input tokens" in result.stdout
+    expected = estimate({"calls": total["model calls"], "input": total["tokens sent"], "output": total["tokens received"]}, 30)
+    assert f"${expected['class dollars']:.2f}" in result.stdout and "2026-09-01" in result.stdout
+    assert "Nothing was sent." in result.stdout and not (tmp_path / "b").exists()
+
+
+def probe_notebook(path: Path) -> None:
+    """A notebook of the series' shape whose check fails for a large `threshold`."""
+    parameters = nbformat.v4.new_code_cell('threshold = 0.5  # a fraction the check expects to stay below 1 when doubled')
+    parameters.metadata["tags"] = ["parameters"]
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 98 · Probe"),
+        parameters,
+        nbformat.v4.new_code_cell("doubled = threshold * 2\nprint(doubled)"),
+        nbformat.v4.new_markdown_cell("## Check yourself"),
+        nbformat.v4.new_code_cell('assert doubled <= 1, "doubled stays a fraction"\nprint("All checks passed.")'),
+    ])
+    nbformat.write(notebook, path)
+
+
+def test_a_broken_check_is_named_and_fails_the_run(tmp_path):
+    probe = tmp_path / "98_probe.ipynb"
+    probe_notebook(probe)
+    class_file = write_class(tmp_path, 'class: broken\nnotebooks:\n  "98": {threshold: 0.8}\n  "03": {window_size: 5}\n')
+    before = digests([NOTEBOOKS / "02_agent_json_anatomy.ipynb", NOTEBOOKS / "03_sliding_window.ipynb", probe])
+    result = replay_command("02", "03", str(probe), "--class", str(class_file), "--out", str(tmp_path / "out"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    rows = {r["notebook"]: r for r in summary["rows"]}
+    assert rows["02_agent_json_anatomy"]["status"] == "passed"
+    assert rows["98_probe"]["status"] == "check failed" and rows["98_probe"]["check cells failed"] == 1
+    assert rows["03_sliding_window"]["status"] == "error", "a refused parameter stops the notebook in its setup"
+    assert "98_probe: cell 5 (check cell" in result.stderr and "AssertionError: doubled stays a fraction" in result.stderr
+    assert "03_sliding_window: cell" in result.stderr and "window_size must be an even number" in result.stderr
+    assert "02_agent_json_anatomy" not in result.stderr
+    assert digests([NOTEBOOKS / "02_agent_json_anatomy.ipynb", NOTEBOOKS / "03_sliding_window.ipynb", probe]) == before
+
+
+def kernels_of(out: Path) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        try:
+            if "ipykernel_launcher" in " ".join(process.info["cmdline"] or []) and \
+                    process.environ().get("WORKBOOK_USAGE_LOG", "").startswith(str(out)):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def test_interrupting_a_replay_leaves_the_committed_notebooks_untouched(tmp_path):
+    chosen = [NOTEBOOKS / "01_restart_test.ipynb", NOTEBOOKS / "07_cost_of_remembering.ipynb"]
+    before = digests(chosen)
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "companion.replay", "--no-progress", "01", "07", "--class", str(SAMPLE), "--out", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not kernels_of(out):  # wait until a kernel is executing cells
+        time.sleep(0.3)
+    assert kernels_of(out), "a kernel started"
+    time.sleep(2)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stdout + stderr
+    assert "Interrupted" in stderr and "never written" in stderr
+    assert digests(chosen) == before, "the committed notebooks are byte for byte the same"
+    assert list(out.glob("*.ipynb")), "the partial outputs are in the output folder"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and kernels_of(out):
+        time.sleep(0.5)
+    assert not kernels_of(out), "no kernel outlives the replay"

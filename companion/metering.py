@@ -11,7 +11,7 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from .messages import is_summary_request
+from .messages import summary_request_kind
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -19,12 +19,14 @@ T = TypeVar("T", bound=BaseModel)
 class MeteredModel(Model):
     """Wraps any Strands model and appends each call's reported usage to `calls`.
 
-    A call whose last message is the summarizing manager's "Please summarize this conversation." is recorded with
-    kind "summary"; every other call with kind "turn". Each record also carries `turn`, the value of the `turn`
+    A call whose last message is the summarizing manager's "Please summarize this conversation." (also what the
+    agentic context manager's summarize_context tool sends), or that is the context manager's ``<content>`` summary
+    request, is recorded with kind "summary" (and ``request`` "manager" or "context"); every other call with kind
+    "turn". Each record also carries `turn`, the value of the `turn`
     attribute when the call was made (set it before each invocation to group a turn's calls, summaries included;
     it stays 0 if you never set it). `last_messages` keeps what the last call sent, after any middleware (such as
-    memory injection) changed it. `exchanges` keeps, per call, what the model received (the messages and the system
-    prompt) and the text it streamed back, so a check can recount tokens without trusting the reported usage.
+    memory injection) changed it. `exchanges` keeps, per call, what the model received (the messages, the system
+    prompt and the tool specs) and the text it streamed back, so a check can recount tokens without trusting the reported usage.
     Works the same on the offline model and on Bedrock, because `calls` holds the usage the model reports, not an
     estimate of its own.
     """
@@ -57,9 +59,12 @@ class MeteredModel(Model):
         **kwargs: Any,
     ) -> AsyncIterable[StreamEvent]:
         """Pass the call through and record the usage in its metadata event."""
-        kind = "summary" if is_summary_request(messages) else "turn"
+        request = summary_request_kind(messages)
+        kind = "summary" if request else "turn"
         self.last_messages = messages
-        exchange: dict[str, Any] = {"messages": list(messages), "system_prompt": system_prompt, "reply": ""}
+        exchange: dict[str, Any] = {
+            "messages": list(messages), "system_prompt": system_prompt, "tool_specs": list(tool_specs or []), "reply": "",
+        }
         self.exchanges.append(exchange)
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
             delta = event.get("contentBlockDelta", {}).get("delta", {})
@@ -69,7 +74,7 @@ class MeteredModel(Model):
                 usage = event["metadata"]["usage"]
                 self.calls.append(
                     {"kind": kind, "input": usage["inputTokens"], "output": usage["outputTokens"], "messages": len(messages),
-                     "turn": self.turn}
+                     "turn": self.turn, "request": request}
                 )
             yield event
 

@@ -33,16 +33,22 @@ from .messages import (
     EXTRACTION_REQUEST,
     SUMMARY_REQUEST,
     SUMMARY_TITLE,
+    content_summary_parts,
+    context_status,
+    is_content_summary_request,
     is_extraction_request,
     is_summary,
     is_summary_request,
     message_text,
+    without_context_status,
 )
 
 __all__ = [
     "ADD_TOOL_NAME",
+    "CONTEXT_SUMMARIZE_AT",
     "EXTRACTION_REQUEST",
     "SEARCH_TOOL_NAME",
+    "SUMMARIZE_CONTEXT_TOOL",
     "SUMMARY_REQUEST",
     "SUMMARY_TITLE",
     "OfflineModel",
@@ -61,6 +67,15 @@ SEARCH_TOOL_NAME = "search_memory"
 
 ADD_TOOL_NAME = "add_memory"
 """The name of the add tool that ``strands.memory.MemoryManager`` offers when add_tool_config is on."""
+
+SUMMARIZE_CONTEXT_TOOL = "summarize_context"
+"""One of the tools ``Agent(context_manager="agentic")`` injects: it folds the oldest messages into a summary."""
+
+CONTEXT_SUMMARIZE_AT = 0.85
+"""The offline model's rule for the agentic context manager: when the ``<context-status>`` block of a call shows this
+share of the context window used or more, and ``summarize_context`` is offered, it calls that tool (no arguments, so
+the SDK's defaults apply) before answering. 0.85 is the share at which ``context_manager="auto"`` summarizes, so the two
+presets act at the same utilization."""
 
 
 class OfflineModelConfig(TypedDict, total=False):
@@ -188,6 +203,12 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _said(block: dict[str, Any]) -> bool:
+    """Whether a content block holds text someone wrote: a ``<context-status>`` block the agentic context manager
+    appends (to a tool result too) is not a message to respond to."""
+    return "text" in block and bool(without_context_status(block["text"]).strip())
+
+
 @dataclasses.dataclass
 class _Call:
     """One call as the rules read it; each text is worked out once, and only when a rule needs it."""
@@ -215,7 +236,7 @@ class _Call:
         """The latest user message with text in it: the one the model responds to."""
         if "question_message" not in self._cache:
             self._cache["question_message"] = next(
-                (m for m in reversed(self.messages) if m["role"] == "user" and any("text" in b for b in m["content"])),
+                (m for m in reversed(self.messages) if m["role"] == "user" and any(_said(b) for b in m["content"])),
                 None,
             )
         return self._cache["question_message"]
@@ -227,7 +248,11 @@ class _Call:
         if message is None:
             return ""
         if "question" not in self._cache:
-            texts = (_without_memory_blocks(b["text"], "").strip() for b in message["content"] if "text" in b)
+            texts = (
+                _without_memory_blocks(without_context_status(b["text"]), "").strip()
+                for b in message["content"]
+                if "text" in b
+            )
             self._cache["question"] = " ".join(texts).strip()
         return self._cache["question"]
 
@@ -241,9 +266,12 @@ class OfflineModel(Model):
     """A model that reads facts from its context and answers from the latest visible statement.
 
     Behaviour, in the order it is checked on each call (one method per rule, ``_summary_rule`` to ``_question_rule``):
-      1. Summarization request (the SDK's "Please summarize this conversation."): a bullet summary that
-         restates every fact stated in the messages it was given, and nothing else.
+      1. Summarization request (the SDK's "Please summarize this conversation.", or the context manager's
+         ``<content>`` ... ``</content>`` request): a bullet summary that restates every fact stated in the
+         messages it was given, and nothing else.
       2. Extraction request (the SDK's ModelExtractor): a JSON array of the facts in the user's lines.
+      2b. A ``<context-status>`` block (``context_manager="agentic"``) showing CONTEXT_SUMMARIZE_AT of the window
+         or more used, with ``summarize_context`` offered: a call to that tool, once per message, then rules 4-5.
       3. "Please remember that ..." with an ``add_memory`` tool offered: a call to that tool with the sentence
          restated in the third person, then a confirmation.
       4. Anything that is not a question: an acknowledgement that repeats the facts the message stated.
@@ -306,6 +334,7 @@ class OfflineModel(Model):
         for rule in (
             self._summary_rule,
             self._extraction_rule,
+            self._context_tool_rule,
             self._remember_rule,
             self._statement_rule,
             self._question_rule,
@@ -317,10 +346,25 @@ class OfflineModel(Model):
 
     def _summary_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 1: the summarizing manager's "Please summarize this conversation." gets a summary of the messages
-        before it that restates every fact they state, and nothing else."""
+        before it that restates every fact they state, and nothing else. The context manager's request (one user
+        message wrapping the messages in ``<content>`` ... ``</content>``) gets the same summary of the messages
+        inside it."""
+        if is_content_summary_request(call.messages):
+            return {"text": self._summary([text for _, text in content_summary_parts(call.messages[0])])}
         if not is_summary_request(call.messages):
             return None
         return {"text": self._summary([message_text(m) for m in call.messages[:-1]])}
+
+    def _context_tool_rule(self, call: _Call) -> dict[str, Any] | None:
+        """Rule 2b: with ``summarize_context`` offered (``context_manager="agentic"``), a call whose last message carries
+        a ``<context-status>`` block showing CONTEXT_SUMMARIZE_AT of the window or more used becomes a call to that
+        tool with no arguments; once a tool has run for the message, the later rules answer it."""
+        if SUMMARIZE_CONTEXT_TOOL not in call.tool_names or call.tool_used or not call.messages:
+            return None
+        status = context_status(message_text(call.messages[-1]))
+        if status is None or status[0] < CONTEXT_SUMMARIZE_AT * status[1]:
+            return None
+        return {"tool": SUMMARIZE_CONTEXT_TOOL, "input": {}}
 
     def _extraction_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 2: the SDK's memory-extraction request gets a JSON array of the facts in the transcript's user lines."""

@@ -20,7 +20,7 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from .messages import is_summary, is_summary_request, message_text
+from .messages import SUMMARIZED_MARKER, content_summary_parts, is_summary, message_text, summary_request_kind
 
 __all__ = ["CallLog", "captured_log", "sdk_selection", "summary_calls_per_turn"]
 
@@ -31,10 +31,12 @@ class CallLog(Model):
     """Wraps any Strands model and appends one record per call to `calls`, in the order the calls arrive.
 
     A record: ``kind`` ("summary" when the last message is the summarizing manager's "Please summarize this
-    conversation.", else "turn"); ``messages``: how many messages came with it (for a summary call, the messages to
-    summarize, the request itself not counted); ``previous_summary``: whether a summary call's first message is an
-    earlier summary; ``texts``: a summary call's messages as text; ``outcome``: "ok", or "error" when the wrapped
-    model raised (a context overflow, for example).
+    conversation.", or when the call is the context manager's ``<content>`` request, else "turn"); ``request``
+    ("manager", "context" or None); ``messages``: how many messages came with it (for a summary call, the messages to
+    summarize: the request itself not counted, and for a ``<content>`` request the messages wrapped inside it);
+    ``previous_summary``: whether a summary call's first message is an earlier summary (or, for a ``<content>``
+    request, carries one); ``texts``: a summary call's messages as text; ``tools``: the names of the tools offered;
+    ``outcome``: "ok", or "error" when the wrapped model raised (a context overflow, for example).
     """
 
     def __init__(self, inner: Model) -> None:
@@ -62,13 +64,21 @@ class CallLog(Model):
         **kwargs: Any,
     ) -> AsyncIterable[StreamEvent]:
         """Record the call as it arrives, pass it through, and mark whether the wrapped model answered or raised."""
-        summary = is_summary_request(messages)
-        folded = messages[:-1] if summary else messages
+        request = summary_request_kind(messages)
+        if request == "context":
+            texts = [text for _, text in content_summary_parts(messages[0])]
+            previous = bool(texts) and SUMMARIZED_MARKER in texts[0]
+        else:
+            folded = messages[:-1] if request else messages
+            texts = [message_text(m) for m in folded] if request else []
+            previous = bool(request and folded and is_summary(folded[0]))
         record = {
-            "kind": "summary" if summary else "turn",
-            "messages": len(folded),
-            "previous_summary": bool(summary and folded and is_summary(folded[0])),
-            "texts": [message_text(m) for m in folded] if summary else [],
+            "kind": "summary" if request else "turn",
+            "request": request,
+            "messages": len(texts) if request else len(messages),
+            "previous_summary": previous,
+            "texts": texts,
+            "tools": [spec["name"] for spec in tool_specs or []],
             "outcome": "pending",
         }
         self.calls.append(record)

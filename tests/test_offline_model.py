@@ -394,6 +394,9 @@ def test_each_rule_is_one_method_with_a_docstring_stating_it():
 
 
 def _rule_agent(rule, tmp_path):
+    if rule.get("context_manager"):
+        model = OfflineModel(context_window_limit=rule["context_window_limit"])
+        return Agent(model=model, callback_handler=None, context_manager=rule["context_manager"])
     if rule["kind"] == "tool":
         store = TestMemoryStore(name="notes", path=str(tmp_path / "memory.json"), writable=True)
         add = rule["tool"] == "add_memory"
@@ -430,7 +433,8 @@ def test_every_listed_rule_works_through_an_agent(rule, tmp_path):
     elif rule["kind"] in {"question", "request"}:
         if rule.get("given"):
             ask(agent, rule["given"])
-        assert ask(agent, rule["example"]) == rule["answer"]
+        prompt = [{"text": text} for text in rule["blocks"]] if rule.get("blocks") else rule["example"]
+        assert ask(agent, prompt) == rule["answer"]
     else:
         agent(rule["example"])
         tool_use = agent.messages[1]["content"][0]["toolUse"]

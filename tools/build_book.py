@@ -125,7 +125,8 @@ def stage(src: Path) -> list[tuple[str, str, str, bool]]:
         for cell in notebook["cells"]:
             if is_widget_cell(cell):
                 has_widget = True
-                cells.append({"cell_type": "markdown", "id": f"book-note-{cell.get('id', len(cells))}", "metadata": {}, "source": WIDGET_NOTE})
+                note_id = f"book-note-{cell.get('id', len(cells))}"
+                cells.append({"cell_type": "markdown", "id": note_id, "metadata": {}, "source": WIDGET_NOTE})
             cells.append(cell)
         notebook["cells"] = cells
         write_if_changed(src / f"{stem}.ipynb", json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")

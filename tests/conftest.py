@@ -62,3 +62,11 @@ def no_aws(monkeypatch, tmp_path):
 def fake_aws(no_aws, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print where tests/test_browser.py saved its screenshots (one per notebook), also when it ran on an xdist worker."""
+    reports = terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
+    folders = sorted({value for report in reports for name, value in report.user_properties if name == "browser screenshots"})
+    for folder in folders:
+        terminalreporter.write_line(f"browser test screenshots: {folder}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,9 +114,15 @@ class _SqliteFile:
         self.live: set[str] = set()
         self.fts_tables: list[str] = []
         self._db = None
+        # The same SQLite library as the stores (vector_store picks it): SQLite tracks the locks of all its connections
+        # in one process, so opening and closing this read-only one cannot drop a lock a store's connection holds.
+        from .vector_store import _sqlite_module
+
+        module = _sqlite_module()
+        self._error = module.Error
         try:
-            db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error:
+            db = module.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except module.Error:
             return
         try:
             self.owner = dict((page, name) for name, page in db.execute("SELECT name, pageno FROM dbstat"))
@@ -132,7 +137,7 @@ class _SqliteFile:
                     if test and db.execute(f'SELECT count(*) FROM "{name}" WHERE {test}', [value] * len(columns)).fetchone()[0]:
                         self.live.add(name)
             self._db = db
-        except sqlite3.Error:
+        except module.Error:
             db.close()
             return
 
@@ -158,7 +163,7 @@ class _SqliteFile:
         """Whether a live row of the FTS5 table still has the term (so its bytes in the index are not a leftover)."""
         try:
             return self._db.execute(f'SELECT count(*) FROM "{table}" WHERE "{table}" MATCH ?', (f'"{term}"',)).fetchone()[0] > 0
-        except sqlite3.Error:
+        except self._error:
             return True  # cannot tell (e.g. a tokenizer this sqlite lacks): do not claim a leftover
 
     def close(self) -> None:

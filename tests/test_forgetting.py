@@ -1,0 +1,258 @@
+"""forget() and the byte scan behind notebook 09: every place gone, the other user untouched, the session restorable,
+and bad input refused with a clear message and nothing changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from strands import Agent
+from strands.agent.conversation_manager import SummarizingConversationManager
+from strands.hooks import AfterInvocationEvent
+from strands.memory import InvocationTrigger, MemoryManager, ModelExtractor
+from strands.session import FileSessionManager
+from strands.storage import LocalFileStorage
+from strands.vended_memory_stores.file_memory_store import FileMemoryStore
+
+from companion import OfflineModel, facts
+from companion.byte_scan import scan, slug
+from companion.embeddings import make_embedder
+from companion.forgetting import (
+    FORGOTTEN,
+    STORE_NAMES,
+    ForgetError,
+    NothingToForgetError,
+    Stores,
+    StoreUnavailableError,
+    UnknownUserError,
+    fact_counts,
+    forget,
+    redact_text,
+)
+from companion.messages import message_text
+from companion.session_files import check_session, read_json
+from companion.user_scope import UserScopedVectors
+from companion.vector_store import SqliteVecMemoryStore, connect
+
+KEY = "home address"
+USERS = {"ada": ("12 Harbour Lane", [("team", "payments"), ("editor", "Vim")]),
+         "grace": ("7 Quay Street", [("team", "search"), ("editor", "Emacs")])}
+
+
+def manager() -> SummarizingConversationManager:
+    return SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2,
+                                          proactive_compression={"compression_threshold": 0.0002})
+
+
+def profile(event: AfterInvocationEvent) -> None:
+    said = next(m for m in reversed(event.agent.messages) if m["role"] == "user")
+    event.agent.state.set("profile", {**(event.agent.state.get("profile") or {}),
+                                      **{f.key: f.value for f in facts.statements(message_text(said))}})
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return make_embedder("minilm")
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory, embedder) -> Path:
+    """Both users' conversations through the same agents as notebook 09, planted once."""
+    root = tmp_path_factory.mktemp("planted")
+    stores = Stores.under(root)
+    store = SqliteVecMemoryStore(stores.vectors, embedder)
+    model = OfflineModel()
+    for name, (value, others) in USERS.items():
+        extraction = {"trigger": InvocationTrigger(), "extractor": ModelExtractor()}
+        agent = Agent(
+            model=model,
+            session_manager=FileSessionManager(session_id=f"{name}-chat", storage_dir=str(stores.sessions)),
+            conversation_manager=manager(),
+            memory_manager=MemoryManager(stores=[
+                UserScopedVectors(store, name, extraction=extraction),
+                FileMemoryStore(name=name, storage=LocalFileStorage(base_dir=str(stores.markdown)), extraction=extraction),
+            ], search_tool_config=False, injection=False),
+            state={"user_id": name},
+            callback_handler=None,
+        )
+        agent.add_hook(profile)
+        for line in [f"My {KEY} is {value}.", *(f"My {k} is {v}." for k, v in others), f"What is my {KEY}?", "ok"]:
+            agent(line)
+    store.close()
+    return root
+
+
+@pytest.fixture
+def stores(planted, tmp_path) -> Stores:
+    copy = tmp_path / "stores"
+    shutil.copytree(planted, copy)
+    return Stores.under(copy)
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def places(stores, embedder, name="ada"):
+    value = USERS[name][0]
+    return scan(stores.root, value, sentence=f"The user's {KEY} is {value}.", embedder=embedder, user=name).places
+
+
+def kinds(found) -> set[str]:
+    def kind(place):
+        if place.file.startswith("sessions/"):
+            return "session messages" if "/messages/" in place.file else ("summary" if "summary_message" in place.where else "agent.state")
+        return "vector store" if place.file == "memory.db" else "markdown"
+    return {kind(p) for p in found}
+
+
+def test_forget_removes_every_place_and_leaves_the_other_user(stores, embedder):
+    assert kinds(places(stores, embedder)) == set(STORE_NAMES), "the fact landed in all five stores"
+    kept = [(KEY, USERS["grace"][0]), *USERS["grace"][1]]
+    grace_before = fact_counts(stores, "grace", kept)
+    grace_files = {k: v for k, v in digest(stores.root).items() if "grace" in k}
+    report = forget(stores, KEY, user="ada", summarizer=OfflineModel())
+    assert report.values == [USERS["ada"][0]]
+    assert places(stores, embedder) == []
+    assert fact_counts(stores, "ada", [(KEY, USERS["ada"][0])]) == dict.fromkeys(STORE_NAMES, 0)
+    assert fact_counts(stores, "ada", USERS["ada"][1])["vector store"] == 2, "ada's other facts stay"
+    assert fact_counts(stores, "grace", kept) == grace_before and all(grace_before.values())
+    assert {k: v for k, v in digest(stores.root).items() if "grace" in k} == grace_files, "grace's files untouched byte for byte"
+    assert kinds(places(stores, embedder, "grace")) == set(STORE_NAMES)
+
+
+def test_the_rewritten_session_restores_in_a_fresh_agent(stores):
+    folder = stores.sessions / "session_ada-chat" / "agents" / "agent_default"
+    files = len(list((folder / "messages").glob("message_*.json")))
+    forget(stores, KEY, user="ada", summarizer=OfflineModel())
+    assert len(list((folder / "messages").glob("message_*.json"))) == files, "no message file was deleted"
+    assert check_session(stores.sessions, "ada-chat") == files + 2
+    removed = read_json(folder / "agent.json")["conversation_manager_state"]["removed_message_count"]
+    agent = Agent(model=OfflineModel(), conversation_manager=manager(), callback_handler=None,
+                  session_manager=FileSessionManager(session_id="ada-chat", storage_dir=str(stores.sessions)))
+    assert len(agent.messages) == 1 + files - removed
+    assert USERS["ada"][0] not in json.dumps(agent.messages) and "payments" in message_text(agent.messages[0])
+    assert "cannot see" in str(agent(f"What is my {KEY}?")) and "payments" in str(agent("What is my team?"))
+
+
+def test_without_a_summarizer_the_summary_loses_only_the_fact(stores):
+    report = forget(stores, KEY, user="ada")
+    assert any(c.store == "summary" and "cut out" in c.what for c in report.changes)
+    summary = message_text(read_json(stores.sessions / "session_ada-chat/agents/agent_default/agent.json")
+                           ["conversation_manager_state"]["summary_message"])
+    assert USERS["ada"][0] not in summary and "payments" in summary
+
+
+def test_a_forget_that_skips_the_summary_is_caught_by_the_scan(stores, embedder):
+    forget(stores, KEY, user="ada", summarizer=OfflineModel(), rewrite_summaries=False)
+    missed = places(stores, embedder)
+    assert missed and all("summary_message" in p.where for p in missed)
+
+
+def test_a_forget_without_the_user_scope_erases_the_other_user(stores, embedder):
+    before = fact_counts(stores, "grace", [(KEY, USERS["grace"][0])])
+    report = forget(stores, KEY, user=None, summarizer=OfflineModel())
+    assert sorted(report.values) == sorted(v for v, _ in USERS.values())
+    assert sum(before.values()) > 0 and fact_counts(stores, "grace", [(KEY, USERS["grace"][0])]) == dict.fromkeys(STORE_NAMES, 0)
+    assert fact_counts(stores, "grace", USERS["grace"][1])["vector store"] == 2, "only the key's values went"
+
+
+# ---------------------------------------------------------------------- bad input: a clear message, nothing changed
+
+
+def test_a_fact_that_is_not_stored(stores):
+    before = digest(stores.root)
+    with pytest.raises(NothingToForgetError, match=r"No store holds a 'shoe size' for user 'ada'.*Nothing was changed"):
+        forget(stores, "shoe size", user="ada", summarizer=OfflineModel())
+    assert digest(stores.root) == before
+
+
+def test_an_unknown_user(stores):
+    before = digest(stores.root)
+    with pytest.raises(UnknownUserError, match=r"user 'bob' \(the stores hold: ada, grace\)\. Nothing was changed"):
+        forget(stores, KEY, user="bob")
+    assert digest(stores.root) == before
+
+
+def test_an_empty_key(stores):
+    with pytest.raises(ForgetError, match="needs the fact's key"):
+        forget(stores, " ", user="ada")
+
+
+def test_a_locked_store_file(stores):
+    before = digest(stores.root)
+    holder = subprocess.Popen(  # another process holds the write lock (an unfinished transaction)
+        [sys.executable, "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1], isolation_level=None); "
+         "db.execute('BEGIN IMMEDIATE'); print('locked', flush=True); sys.stdin.read()", str(stores.vectors)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(StoreUnavailableError, match=rf"is locked by process {holder.pid} .*Nothing was changed in any store"):
+            forget(stores, KEY, user="ada", summarizer=OfflineModel(), busy_timeout=0.1)
+        assert digest(stores.root) == before, "no message, state, summary or markdown file was touched"
+    finally:
+        holder.communicate("")
+    forget(stores, KEY, user="ada", summarizer=OfflineModel())  # once the lock is released it works
+
+
+@pytest.mark.parametrize("missing", ["vectors", "sessions", "markdown"])
+def test_a_missing_store(stores, missing):
+    path = getattr(stores, missing)
+    shutil.rmtree(path) if path.is_dir() else path.unlink()
+    before = digest(stores.root)
+    with pytest.raises(StoreUnavailableError, match=rf"{path} is missing\. Nothing was changed"):
+        forget(stores, KEY, user="ada")
+    assert digest(stores.root) == before and not path.exists(), "nothing was created in its place either"
+
+
+# ---------------------------------------------------------------------- the pieces
+
+
+def test_redact_text_cuts_only_the_sentences_about_the_fact():
+    text = "My home address is 12 Harbour Lane. My team is payments.\n* The user's editor is Vim."
+    assert redact_text(text, KEY, ["12 Harbour Lane"]) == "My team is payments.\n* The user's editor is Vim."
+    assert redact_text("Noted: your home address is 12 Harbour Lane.", KEY, ["12 Harbour Lane"]) == FORGOTTEN
+    assert redact_text("I live at 12 harbour lane now!", KEY, ["12 Harbour Lane"]) == FORGOTTEN, "any case"
+
+
+def test_scan_reads_escaped_json_file_names_journals_and_free_pages(tmp_path):
+    value = "Calle Añil 3"
+    (tmp_path / "a.json").write_text(json.dumps({"m": {"text": f"at {value}"}}), encoding="utf-8")  # ensure_ascii: \u00f1
+    (tmp_path / f"{slug(value)}.md").write_text("nothing here\n", encoding="utf-8")
+    db = sqlite3.connect(tmp_path / "memory.db")
+    db.execute("PRAGMA secure_delete = OFF")  # the default of some builds (sqlean's), not of Debian's
+    db.execute("CREATE TABLE t (x TEXT)")
+    db.executemany("INSERT INTO t VALUES (?)", [(value + "!" * 3000,)] * 4)  # overflow pages
+    db.commit()
+    db.execute("DELETE FROM t")
+    db.commit()
+    db.close()
+    (tmp_path / "memory.db-journal").write_bytes(b"\0" * 10 + value.encode())  # as a crash would leave it
+    found = scan(tmp_path, value).places
+    where = {(p.file, p.where) for p in found}
+    assert ("a.json", "m.text") in where
+    assert (f"{slug(value)}.md", "file name") in where
+    assert ("memory.db-journal", "SQLite rollback journal") in where
+    assert any(p.file == "memory.db" and "free page" in p.where for p in found), where
+
+
+def test_user_scoped_vectors_search_only_their_user(tmp_path, embedder):
+    import asyncio
+
+    store = SqliteVecMemoryStore(tmp_path / "m.db", embedder)
+    ada, grace = UserScopedVectors(store, "ada"), UserScopedVectors(store, "grace")
+    asyncio.run(ada.add("The user's home address is 12 Harbour Lane."))
+    asyncio.run(grace.add("The user's home address is 7 Quay Street."))
+    hits = asyncio.run(ada.search("Where does the user live?"))
+    assert [h.content for h in hits] == ["The user's home address is 12 Harbour Lane."]
+    assert [c for _, c in grace.rows()] == ["The user's home address is 7 Quay Street."]
+    db, _ = connect(store.path)
+    assert {json.loads(m)["user"] for (m,) in db.execute("SELECT metadata FROM memories")} == {"ada", "grace"}
+    db.close()
+    store.close()

@@ -73,7 +73,8 @@ def test_call_log_marks_errors_and_delegates_config():
 
     with pytest.raises(Exception, match="too long"):
         asyncio.run(consume())
-    assert log.calls == [{"kind": "turn", "messages": 1, "previous_summary": False, "texts": [], "outcome": "error"}]
+    assert log.calls == [{"kind": "turn", "request": None, "messages": 1, "previous_summary": False, "texts": [], "tools": [],
+                          "outcome": "error"}]
 
 
 def test_summary_calls_are_grouped_by_the_turn_call_they_precede():
@@ -165,6 +166,7 @@ def test_exercise_3_ratio_clamped(tmp_path, workspace_root):
     ({"preserve_recent_messages": -1}, "preserve_recent_messages must be a whole number of 0 or more"),
     ({"firing_threshold": 0}, r"firing_threshold must be a number in \(0, 1\]"),
     ({"reactive_limit": 0}, "reactive_limit must be a whole number of 1 or more"),
+    ({"auto_window": 0}, "auto_window must be a whole number of 1 or more"),
 ])
 def test_exercise_3_invalid_values_are_refused(parameters, message, tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
@@ -176,3 +178,11 @@ def test_exercise_4_tighter_reactive_limit(tmp_path, workspace_root):
     assert "All checks passed." in text
     assert "5 of 6 turns answered" in text
     assert "ERROR: Summarization failed: Input is too long for the offline model" in text
+
+
+def test_exercise_5_auto_acts_earlier_on_a_smaller_window(tmp_path, workspace_root):
+    text = shown(replay(tmp_path, {"workspace": "ex_05e", "auto_window": 850}))
+    assert "All checks passed." in text
+    assert "0.85 × 850 tokens = 722 tokens" in text or "0.85 × 850 tokens = 723 tokens" in text
+    assert "summary calls: 4, at turns 4, 5, 6, 7; turns over 85% with no summary call: 2, 3" in text
+    assert re.search(r"messages sent to the summarizer\s+\d+\s+8\s*$", text, re.MULTILINE), "4 calls of 2 messages"

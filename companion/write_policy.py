@@ -7,7 +7,8 @@ session. This module decides what may be written and wires that decision into st
   Its rules, in order:
     1. *speaker*: the turn was said by the memory's owner (``invocation_state["user_id"]``, the same place the SDK's
        Cedar handler reads a principal from); another participant's message is never stored in the owner's memory;
-    2. *provenance*: the entry's content words come from the owner's own text in this turn: not from a tool result,
+    2. *provenance*: the entry's content words (at least a share of them) and every value in it (a name, a number, an
+       address) come from the owner's own text in this turn: not from a tool result,
        not from retrieved or injected memory (the SDK folds injected memory into the call only, never into
        ``agent.messages``), not from text the user quotes;
     3. *about the user*: a personal memory states something about the user ("The user ...", "my ...", "I ...");
@@ -51,6 +52,7 @@ __all__ = [
     "WritePolicy",
     "data_format",
     "grounding",
+    "foreign_values",
     "owner_turn_text",
     "read_audit",
 ]
@@ -106,6 +108,25 @@ def grounding(entry: str, source: str) -> float:
     return sum(w in have for w in wanted) / len(wanted)
 
 
+_TOKEN_EDGES = ".,;:!?\"'()[]{}<>“”"
+_NOT_VALUES = {"the", "user", "user's", "i", "i'm", "my"}
+
+
+def foreign_values(entry: str, source: str) -> list[str]:
+    """The value-like tokens of an entry (a number, an address, a name: anything with a digit or "@", or capitalised
+    after the first word) that the source text does not contain."""
+    have = source.lower()
+    found = []
+    for position, raw in enumerate(entry.split()):
+        token = raw.strip(_TOKEN_EDGES).removesuffix("'s")
+        if not token or token.lower() in _NOT_VALUES:
+            continue
+        if re.search(r"[\d@]", token) or (position > 0 and token[0].isupper()):
+            if token.lower() not in have:
+                found.append(token)
+    return found
+
+
 def owner_turn_text(messages: Sequence[dict[str, Any]]) -> str:
     """The text of the latest user message that has text: the turn the model is acting on.
 
@@ -158,6 +179,9 @@ class WritePolicy:
             if share < self.min_grounding:
                 return Decision(entry, "deny", "provenance",
                                 f"only {share:.0%} of its words are in the user's own words this turn")
+            foreign = foreign_values(text, turn_text)
+            if foreign:
+                return Decision(entry, "deny", "provenance", f"{', '.join(foreign)}: not in the user's own words this turn")
         if not re.search(_ABOUT_USER, text, re.IGNORECASE) and not re.match(rf"^{re.escape(self.owner)}\b", text, re.IGNORECASE):
             return Decision(entry, "deny", "about the user", "it states something about someone or something else")
         for name, pattern in _INSTRUCTIONS:

@@ -60,6 +60,12 @@ REPLAYS = [
         {"workspace": "pm_08", "turns": 20, "user_a": "lin", "user_b": "sam", "ttl_days": 3},
         "20 turns for lin, 5 for sam",
     ),
+    (
+        "10_memory_you_can_trust.ipynb",
+        {"workspace": "pm_10", "owner": "grace", "attacker": "eve", "min_grounding": 0.6, "confirm_sensitive": False,
+         "max_entries": 2},
+        "memory owner: grace; another participant: eve; policy: min_grounding=0.6, confirm_sensitive=False",
+    ),
 ]
 
 

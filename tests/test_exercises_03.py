@@ -73,6 +73,7 @@ def test_code_exercises_3_and_4_and_the_check_refuses_the_old_claim(tmp_path, wo
     (check,) = [c.source for c in notebook.cells if c.cell_type == "code" and 'print("All checks passed.")' in c.source]
     old_claim = (
         "check_source = " + repr(check) + "\n"
+        "rows_received = received\n"
         "received = per_turn_received  # a record where turn 1 is gone at turn w/2 + 1, as the old table claimed\n"
         "try:\n"
         "    exec(check_source)\n"
@@ -80,15 +81,18 @@ def test_code_exercises_3_and_4_and_the_check_refuses_the_old_claim(tmp_path, wo
         "    print('refused the old claim:', refused)\n"
         "else:\n"
         "    raise SystemExit('the check accepted the old claim')\n"
+        "received = rows_received  # put the notebook's own record back\n"
     )
     notebook_out = run(tmp_path, {"workspace": "ex_03d"}, [
         old_claim,
-        replant + "\nassert codename in rows[-1]['reply'], 'planted again, the codename is answered'\n"
-                  "assert sum(contains_message([m], prompts[0]) for m in received[-1]) == 1, 'one copy: turn 1 is gone'",
-        pin + "\nassert all(row['codename received'] for row in rows) and codename in rows[-1]['reply']\n"
-              "assert [row['received'] for row in rows] == [1, 3, 5, 7, 9, 9, 9]",
+        replant + "\nassert codename in replant_rows[-1]['reply'], 'planted again, the codename is answered'\n"
+                  "assert sum(contains_message([m], prompts[0]) for m in replant_received[-1]) == 1, 'one copy: turn 1 is gone'",
+        pin + "\nassert all(row['codename received'] for row in pin_rows) and codename in pin_rows[-1]['reply']\n"
+              "assert [row['received'] for row in pin_rows] == [1, 3, 5, 7, 9, 9, 9]\n"
+              "assert len(pin_caught) == 1 and 'all messages in trim range are pinned' in pin_caught[0]",
+        check,  # the solutions ran in new cells with fresh directories: the notebook's own checks still hold
     ])
     text = printed(notebook_out)
-    assert "All checks passed." in text
+    assert text.count("All checks passed.") == 2, "the checks pass before and after the solutions"
     assert "refused the old claim:" in text
     assert "Your codename is ORION." in text

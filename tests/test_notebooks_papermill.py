@@ -61,6 +61,11 @@ REPLAYS = [
         "20 turns for lin, 5 for sam",
     ),
     (
+        "09_forgetting_on_purpose.ipynb",
+        {"workspace": "pm_09", "user": "noor", "other_user": "tomas", "value": "Calle Añil 3", "other_value": "Rua do Sol 9"},
+        "noor forgets the home address 'Calle Añil 3'; tomas's is 'Rua do Sol 9'",
+    ),
+    (
         "10_memory_you_can_trust.ipynb",
         {"workspace": "pm_10", "owner": "grace", "attacker": "eve", "min_grounding": 0.6, "confirm_sensitive": False,
          "max_entries": 2},

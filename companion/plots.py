@@ -53,14 +53,21 @@ def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | N
 
 
 def counts_plot(series: dict[str, Sequence[int]], title: str, ylabel: str = "messages visible to the model",
-                dashed: Sequence[str] = ()) -> Figure:
+                dashed: Sequence[str] = (), distinct: bool = False) -> Figure:
     """One line per labelled series over turns 1..n; the series named in `dashed` are drawn as thin dashed gray
-    lines on top, so a line they coincide with still shows between the dashes."""
+    lines on top, so a line they coincide with still shows between the dashes. With `distinct`, each later series is
+    drawn thinner, with a smaller marker and another line style (the first with large hollow markers), so series that
+    coincide on some turns stay visible one inside the other."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(10, 5.5))
-        for (label, values), marker in zip(series.items(), "osD^v<>"):
+        for number, ((label, values), marker) in enumerate(zip(series.items(), "osD^v<>")):
             if label in dashed:
                 ax.plot(range(1, len(values) + 1), values, "--", color="tab:gray", linewidth=1.5, zorder=3, label=label)
+                continue
+            if distinct:
+                ax.plot(range(1, len(values) + 1), values, marker=marker, linestyle=["-", "--", ":", "-."][number % 4],
+                        linewidth=max(5.0 - 1.5 * number, 1.2), markersize=max(16 - 4 * number, 5), zorder=2 + number,
+                        markerfacecolor="none" if number == 0 else None, markeredgewidth=2, label=label)
                 continue
             ax.plot(range(1, len(values) + 1), values, marker + "-", label=label)
         ax.set_xlabel("turn")
@@ -203,7 +210,8 @@ def project_2d(vectors: Any, query_vector: Any) -> dict[str, Any]:
 
 def _place_labels(fig: Figure, ax: Any, texts: list[Any], points: Any, star: Any) -> None:
     """Put each label, in order, at the nearest spot around its point where it overlaps no earlier label or marker
-    and stays inside the axes (the least overlap if none is free); a thin line joins a label set apart to its point."""
+    and stays inside the axes (the least overlap if none is free), set a little apart from its point, and join every
+    label to its point with a thin leader line, so a label between two close points still says which one it names."""
     import math
 
     from matplotlib.transforms import Bbox
@@ -214,7 +222,7 @@ def _place_labels(fig: Figure, ax: Any, texts: list[Any], points: Any, star: Any
     sx, sy = ax.transData.transform([star])[0]
     placed.append(Bbox.from_extents(sx - 16, sy - 16, sx + 16, sy + 16))
     spots = [(r * math.cos(math.radians(a)), r * math.sin(math.radians(a)))
-             for r in (7, 18, 30, 44) for a in (20, -20, 160, 200, 90, 270, 50, -50, 130, 230)]
+             for r in (18, 28, 40, 54) for a in (20, -20, 160, 200, 90, 270, 50, -50, 130, 230)]
 
     def cost(box: Any, distance: float) -> float:
         hit = sum(max(min(box.x1, o.x1) - max(box.x0, o.x0), 0) * max(min(box.y1, o.y1) - max(box.y0, o.y0), 0)
@@ -235,7 +243,7 @@ def _place_labels(fig: Figure, ax: Any, texts: list[Any], points: Any, star: Any
         text.set_position((dx, dy))
         text.set_horizontalalignment("left" if dx > 1 else "right" if dx < -1 else "center")
         text.set_verticalalignment("bottom" if dy > 1 else "top" if dy < -1 else "center")
-        if math.hypot(dx, dy) > 10 and text.arrow_patch is not None:
+        if text.arrow_patch is not None:
             text.arrow_patch.set_visible(True)
         placed.append(text.get_window_extent(renderer))
 
@@ -253,7 +261,7 @@ def memory_map_plot(labels: Sequence[str], vectors: Any, query: str, query_vecto
             strong = label == highlight
             text = ax.annotate(textwrap.fill(_short(label, 52), 26), (x, y), xytext=(7, 4), textcoords="offset points", fontsize=11,
                                color="tab:blue" if strong else "black", fontweight="bold" if strong else "normal",
-                               arrowprops={"arrowstyle": "-", "color": "0.6", "lw": 0.8, "shrinkA": 1, "shrinkB": 5})
+                               arrowprops={"arrowstyle": "-", "color": "0.45", "lw": 0.9, "shrinkA": 1, "shrinkB": 5})
             text.arrow_patch.set_visible(False)
             texts.insert(0, text) if strong else texts.append(text)
             if strong:

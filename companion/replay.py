@@ -97,9 +97,9 @@ def match(selector: str, notebooks: list[Path]) -> Path | None:
 
 
 def load_class_file(path: Path | None) -> ClassFile:
-    """Read and check a class file; an absent path gives the defaults (no parameters, class "default")."""
+    """Read and check a class file; None gives the notebooks' own defaults (no parameters, class "defaults")."""
     if path is None:
-        return ClassFile("default", None, 1, {}, {})
+        return ClassFile("defaults", None, 1, {}, {})
     import yaml
 
     path = Path(path)
@@ -134,17 +134,24 @@ def load_class_file(path: Path | None) -> ClassFile:
 
 
 def parameters_of(path: Path) -> dict[str, Any]:
-    """A notebook's parameters cell as name -> default value (papermill's own reading of it)."""
-    from papermill.inspection import _infer_parameters
-    from papermill.iorw import load_notebook_node
+    """A notebook's parameters cell (the cell tagged `parameters`) as name -> default value, read with Python's own
+    parser: every top-level `name = value` or `name: type = value` (a default that is not a literal reads as None)."""
+    import ast
 
-    notebook = load_notebook_node(str(path))
+    import nbformat
+
+    notebook = nbformat.read(path, as_version=4)
+    cell = next((c for c in notebook.cells if "parameters" in c.get("metadata", {}).get("tags", [])), None)
+    if cell is None:
+        return {}
     values: dict[str, Any] = {}
-    for parameter in _infer_parameters(notebook):
-        try:
-            values[parameter.name] = eval(parameter.default, {})  # literals of the parameters cell, e.g. 6, "ORION", None
-        except Exception:
-            values[parameter.name] = parameter.default
+    for node in ast.parse(cell.source).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and node.value is not None:
+            try:
+                values[target.id] = ast.literal_eval(node.value)
+            except ValueError:
+                values[target.id] = None
     return values
 
 
@@ -563,6 +570,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("notebooks", nargs="*", help="notebooks to run, by number (03) or name; default: all")
     parser.add_argument("--class", dest="class_file", type=Path, default=None,
                         help=f"the class file (YAML); default: {DEFAULT_CLASS_FILE.relative_to(REPO_ROOT)}")
+    parser.add_argument("--defaults", action="store_true",
+                        help="no class file (even if --class is given): every notebook with its own defaults, as each learner runs it")
     parser.add_argument("--out", type=Path, default=None, help="output folder; default: replays/<class>/")
     parser.add_argument("--backend", choices=("offline", "bedrock"), default=None,
                         help="model backend; default: the class file's, else $WORKBOOK_BACKEND, else offline")
@@ -587,7 +596,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        class_file = load_class_file(args.class_file if args.class_file else DEFAULT_CLASS_FILE)
+        if args.defaults and args.class_file:
+            print(f"note: --defaults: {args.class_file} is not used; every notebook runs with its own defaults")
+        class_file = load_class_file(None if args.defaults else args.class_file or DEFAULT_CLASS_FILE)
         from .backends import resolve_backend
 
         backend = resolve_backend(args.backend or class_file.backend)

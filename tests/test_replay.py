@@ -192,6 +192,7 @@ def probe_notebook(path: Path) -> None:
         nbformat.v4.new_markdown_cell("## Check yourself"),
         nbformat.v4.new_code_cell('assert doubled <= 1, "doubled stays a fraction"\nprint("All checks passed.")'),
     ])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, path)
 
 

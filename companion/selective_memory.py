@@ -21,7 +21,7 @@ import json
 import math
 import re
 from collections.abc import AsyncIterable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import cycle, islice
 from pathlib import Path
@@ -247,6 +247,7 @@ class Script:
     questions: dict[str, str]
     expected: dict[str, str]
     history: dict[str, list[str]]
+    fact_turns: list[int] = field(default_factory=list)  # the 1-based turns that state a fact (the rest is chatter)
 
 
 def selective_script(turns: int, name: str = "selective_chat") -> Script:
@@ -267,7 +268,7 @@ def selective_script(turns: int, name: str = "selective_chat") -> Script:
         if fact["key"]:
             expected[fact["key"]] = fact["value"]
             history.setdefault(fact["key"], []).append(fact["value"])
-    return Script(lines, list(script["other_user"]), dict(script["questions"]), expected, history)
+    return Script(lines, list(script["other_user"]), dict(script["questions"]), expected, history, [slot + 1 for slot in slots])
 
 
 # ---------------------------------------------------------------------- measuring at the model

@@ -3,6 +3,8 @@ and the turn from which summarizing pays off."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -137,3 +139,33 @@ def payoff_turn(strategy_total: Sequence[int], baseline_total: Sequence[int]) ->
         else:
             break
     return turn
+
+
+# --- recounting a call from what the model received, for check cells ----------------------------------------------
+
+
+def _text_tokens(text: str) -> int:
+    return math.ceil(len(text) / 4)
+
+
+def _json_tokens(value: Any) -> int:
+    return math.ceil(len(json.dumps(value)) / 2)
+
+
+def recount_exchange(exchange: dict[str, Any]) -> tuple[int, int]:
+    """(input, output) tokens of one call MeteredModel recorded, recounted from what the model received and streamed
+    back: text at characters / 4, tool calls, JSON and tool specs at characters / 2 (the SDK's estimate, which the
+    offline model reports). Written here from those two rules, not by calling the SDK's estimator."""
+    tokens = _text_tokens(exchange["system_prompt"]) if exchange["system_prompt"] else 0
+    for message in exchange["messages"]:
+        for block in message["content"]:
+            if "text" in block:
+                tokens += _text_tokens(block["text"])
+            if "toolUse" in block:
+                tokens += _text_tokens(block["toolUse"].get("name", "")) + _json_tokens(block["toolUse"].get("input", {}))
+            for item in block.get("toolResult", {}).get("content", []):
+                tokens += _text_tokens(item["text"]) if "text" in item else 0
+                tokens += _json_tokens(item["json"]) if "json" in item else 0
+    tokens += sum(_json_tokens(spec) for spec in exchange.get("tool_specs", []))
+    output = _text_tokens(exchange["reply"]) + math.ceil(len(exchange.get("tool_input", "")) / 2)
+    return tokens, output

@@ -26,7 +26,8 @@ class MeteredModel(Model):
     attribute when the call was made (set it before each invocation to group a turn's calls, summaries included;
     it stays 0 if you never set it). `last_messages` keeps what the last call sent, after any middleware (such as
     memory injection) changed it. `exchanges` keeps, per call, what the model received (the messages, the system
-    prompt and the tool specs) and the text it streamed back, so a check can recount tokens without trusting the reported usage.
+    prompt and the tool specs) and the text (or tool input) it streamed back, so a check can recount tokens without
+    trusting the reported usage.
     Works the same on the offline model and on Bedrock, because `calls` holds the usage the model reports, not an
     estimate of its own.
     """
@@ -64,12 +65,15 @@ class MeteredModel(Model):
         self.last_messages = messages
         exchange: dict[str, Any] = {
             "messages": list(messages), "system_prompt": system_prompt, "tool_specs": list(tool_specs or []), "reply": "",
+            "tool_input": "",
         }
         self.exchanges.append(exchange)
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
             delta = event.get("contentBlockDelta", {}).get("delta", {})
             if "text" in delta:
                 exchange["reply"] += delta["text"]
+            if "toolUse" in delta:
+                exchange["tool_input"] += delta["toolUse"].get("input", "")
             if "metadata" in event and "usage" in event["metadata"]:
                 usage = event["metadata"]["usage"]
                 self.calls.append(

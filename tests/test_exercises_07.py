@@ -112,3 +112,10 @@ def test_parameters_outside_the_lesson_stop_with_a_reason(tmp_path, workspace_ro
     ]:
         with pytest.raises(papermill.PapermillExecutionError, match=message):
             run(tmp_path, {"workspace": "ex_07x", **parameters})
+
+
+def test_exercise_5_auto_pays_off_in_a_longer_run(tmp_path, workspace_root):
+    text = run(tmp_path, {"workspace": "ex_07e", "payoff_turns": 150})
+    longer = text.split("the longer run")[1]
+    assert re.search(r'^context_manager="auto"\s+\d+\s', longer, re.MULTILINE), "auto gets a payoff turn"
+    assert re.search(r'^context_manager="agentic"\s+not in 150', longer, re.MULTILINE), "agentic does not"

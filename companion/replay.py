@@ -524,6 +524,9 @@ def load_counts(path: Path, plans: list[Plan]) -> dict[str, int]:
     if missing:
         raise ReplayError(f"{path} has no counts for {', '.join(missing)}: replay them offline first.")
     rows = [by_name[p.name] for p in plans]
+    for row in rows:
+        if row["status"] != "passed":
+            print(f"note: {row['notebook']} did not pass in {path} ({row['status']}): its counts stop where it stopped")
     return {"calls": sum(r["model calls"] for r in rows), "input": sum(r["tokens sent"] for r in rows),
             "output": sum(r["tokens received"] for r in rows)}
 

@@ -249,3 +249,13 @@ def test_interrupting_a_replay_leaves_the_committed_notebooks_untouched(tmp_path
     while time.monotonic() < deadline and kernels_of(out):
         time.sleep(0.5)
     assert not kernels_of(out), "no kernel outlives the replay"
+
+
+def test_teaching_time_measures_every_notebook(tmp_path):
+    result = subprocess.run([sys.executable, "tools/teaching_time.py", "--replay", str(tmp_path)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode in (0, 1), result.stderr  # 1: an agenda no longer fits its slot (the output says which)
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and line[2:4].isdigit()]
+    assert [row.split(" | ")[0][2:] for row in rows] == [p.stem for p in discover(NOTEBOOKS)]
+    assert all(" n/a " in row for row in rows), "without a replay the executed time is left out, not guessed"
+    assert "90-minute session:" in result.stdout and "full day" in result.stdout

@@ -1,6 +1,6 @@
 """Teaching time per notebook, computed from the notebooks themselves, and the agendas of docs/instructor-guide.md.
 
-    .venv/bin/python tools/teaching_time.py [--replay replays/sample] [--markdown]
+    .venv/bin/python tools/teaching_time.py [--replay replays/defaults]
 
 For each notebook in notebooks/ (whatever NN_name.ipynb files are there):
 
@@ -9,9 +9,10 @@ For each notebook in notebooks/ (whatever NN_name.ipynb files are there):
                      + executed seconds / 60                (the cells' run time, from a replay's executed notebooks)
                      + exercises * EXERCISE_MINUTES         (the numbered items of the "## Exercises" list)
 
-The executed time comes from the papermill metadata (`duration` of each cell) of a replay (`make replay` writes
-replays/sample/); without one, it is left out and the table says so. The agendas below are lists of notebooks and how
-many of their exercises are done in the room; the script adds their minutes and says whether each fits its slot.
+The executed time comes from the papermill metadata (`duration` of each cell) of a replay with every notebook's defaults,
+what learners run (`make replay ARGS=--defaults` writes replays/defaults/); without one it is left out ("n/a").
+The agendas below are lists of notebooks and how many of their exercises are done in the room; the script adds
+their minutes and says whether each fits its slot.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ EXERCISE_MINUTES = 6  # one exercise: read it, change a parameter or a line, re-
 AGENDAS = [
     ("90-minute session", 90, {"set-up: clone, make lab, Run All of 00 (its environment check)": 10},
      {"01": 0, "03": 1}),
-    ("half day (3.5 hours)", 210, {"set-up": 15, "break": 15},
-     {"00": 0, "01": 1, "03": 1, "04": 0, "07": 0}),
+    ("half day (3.5 hours)", 210, {"set-up: clone, make lab, Run All of 00": 15, "break": 15},
+     {"01": 1, "03": 1, "04": 1, "07": 0}),
     ("full day (6.5 hours of teaching)", 390, {"set-up": 15, "two breaks": 30, "wrap-up and questions": 15},
-     {"00": 0, "01": 1, "03": 1, "04": 1, "05": 0, "06": 0, "07": 1, "08": 0}),
+     {"00": 0, "01": 1, "03": 1, "04": 1, "05": 1, "06": 0, "07": 1}),
 ]
 
 
@@ -89,7 +90,8 @@ def agenda_rows(measured: dict[str, dict], agenda: tuple) -> tuple[list[tuple[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replay", type=Path, default=REPO / "replays" / "sample", help="a replay's output folder")
+    parser.add_argument("--replay", type=Path, default=REPO / "replays" / "defaults",
+                        help="a replay's output folder (default: replays/defaults/, from `make replay ARGS=--defaults`)")
     args = parser.parse_args(argv)
     replay = args.replay if (args.replay / "summary.json").is_file() else None
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))

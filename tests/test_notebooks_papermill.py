@@ -21,7 +21,7 @@ REPLAYS = [
         "01_restart_test.ipynb",
         {"workspace": "pm_01", "session_id": "papermill-restart", "other_session_id": "nobody", "user_name": "Ada", "favorite_number": 7,
          "writers": 4},
-        "in the order they got the lock: [2, 4, 6, 8]",
+        "messages restored by each writer, sorted: [2, 4, 6, 8]",
     ),
     (
         "02_agent_json_anatomy.ipynb",
@@ -42,7 +42,7 @@ REPLAYS = [
     (
         "05_summarization.ipynb",
         {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX",
-         "summary_ratio": 0.9, "preserve_recent_messages": 1, "reactive_limit": 50, "interactive": False},
+         "summary_ratio": 0.9, "preserve_recent_messages": 1, "reactive_limit": 50, "auto_window": 880, "interactive": False},
         "firing_threshold = 0.0001 of 300,000 tokens = 30 tokens",
     ),
     (

@@ -1,0 +1,199 @@
+"""The local AWS endpoint of notebook 11 and the companion code that runs on it: loopback only, stopped without
+leftovers, failures bounded; the calls that only real AWS answers (DynamoDB SearchVectors, AgentCore Memory) checked
+against botocore's service models with Stubber."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+
+from companion import agentcore_memory
+from companion.dynamodb_memory import INDEX_NAME, DynamoDBMemoryStore, create_table, create_table_request, search_vectors_request
+from companion.local_aws import (
+    MAX_ATTEMPTS,
+    EndpointError,
+    LocalEndpoint,
+    RequestLog,
+    boto_session,
+    inject_s3_error,
+    make_client,
+    record_connections,
+    short_error,
+)
+from companion.s3_sessions import LockTimeout, guarded_turn, objects_with_sizes, read_session_messages, s3_turn_lock, session_manager
+
+
+class FakeEmbedder:
+    """Three fixed directions, so rankings are known without loading a model."""
+
+    model_id = "fake"
+    dimensions = 3
+    table = {"apples": [1, 0, 0], "bananas": [0, 1, 0], "cherries": [0, 0, 1], "fruit like apples": [0.9, 0.1, 0]}
+
+    def embed(self, texts):
+        rows = np.array([self.table[t] for t in texts], dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def local():
+    threads_before = set(threading.enumerate())
+    endpoint = LocalEndpoint().start()
+    yield endpoint
+    assert endpoint.stop() == []
+    assert [t for t in threading.enumerate() if t not in threads_before and t.is_alive()] == []
+
+
+def test_the_endpoint_is_loopback_only_and_leaves_nothing_behind():
+    with pytest.raises(EndpointError):
+        LocalEndpoint(host="0.0.0.0")
+    before = set(threading.enumerate())
+    hosts = record_connections()
+    endpoint = LocalEndpoint().start()
+    s3 = make_client("s3", endpoint)
+    s3.create_bucket(Bucket="probe")
+    assert s3.list_buckets()["Buckets"][0]["Name"] == "probe"
+    port = endpoint.port
+    assert endpoint.stop() == []
+    assert [t for t in threading.enumerate() if t not in before and t.is_alive()] == []
+    assert set(hosts) == {"127.0.0.1"}
+    with socket.socket() as probe, pytest.raises(OSError):  # the listening socket is closed
+        probe.settimeout(2)
+        probe.connect(("127.0.0.1", port))
+
+
+def test_a_restart_empties_the_store():
+    with LocalEndpoint() as first:
+        make_client("s3", first).create_bucket(Bucket="kept-in-process")
+    with LocalEndpoint() as second:
+        assert make_client("s3", second).list_buckets()["Buckets"] == []
+
+
+def test_request_log_times_and_counts_calls(local):
+    log = RequestLog()
+    s3 = make_client("s3", local, log.attach(boto_session(local)))
+    s3.create_bucket(Bucket="logged")
+    s3.put_object(Bucket="logged", Key="a", Body=b"x")
+    with pytest.raises(ClientError):
+        s3.get_object(Bucket="logged", Key="missing")
+    assert log.counts() == {"CreateBucket": 1, "GetObject": 1, "PutObject": 1}
+    assert [ok for _, op, _, ok in log.calls if op == "GetObject"] == [False]
+
+
+def test_throttling_is_retried_a_bounded_number_of_times_and_403_is_not(local):
+    s3 = make_client("s3", local)
+    s3.create_bucket(Bucket="throttled")
+    with inject_s3_error(s3, "SlowDown", operation="PutObject", times=1) as seen:
+        s3.put_object(Bucket="throttled", Key="once", Body=b"x")
+    assert seen == {"injected": 1, "attempts": 2}
+    with inject_s3_error(s3, "SlowDown", operation="PutObject") as seen, pytest.raises(ClientError) as error:
+        s3.put_object(Bucket="throttled", Key="never", Body=b"x")
+    assert seen["attempts"] == MAX_ATTEMPTS and "SlowDown on PutObject" in short_error(error.value)
+    with inject_s3_error(s3, "InvalidAccessKeyId") as seen, pytest.raises(ClientError):
+        s3.get_object(Bucket="throttled", Key="once")
+    assert seen["attempts"] == 1
+    assert sorted(objects_with_sizes(s3, "throttled")) == ["once"]
+
+
+def test_the_s3_lock_excludes_a_second_holder_and_is_released(local):
+    s3 = make_client("s3", local)
+    s3.create_bucket(Bucket="locks")
+    with s3_turn_lock(s3, "locks", "l.lock", "first"):
+        with pytest.raises(LockTimeout, match="l.lock"), s3_turn_lock(s3, "locks", "l.lock", "second", wait=0.2):
+            pass
+    assert objects_with_sizes(s3, "locks") == {}
+    with s3_turn_lock(s3, "locks", "l.lock", "second") as seen:
+        assert seen == {"refused": 0}
+
+
+def test_guarded_turn_removes_a_half_written_turn(local):
+    from strands import Agent
+
+    from companion.backends import make_model
+
+    session = boto_session(local)
+    s3 = make_client("s3", local, session)
+    s3.create_bucket(Bucket="guarded")
+    manager = session_manager("g", "guarded", session, local.url)
+    agent = Agent(model=make_model("offline"), session_manager=manager, callback_handler=None)
+    agent("My name is Pin.")
+    with inject_s3_error(manager.client, "SlowDown", operation="PutObject", url_contains="message_3.json"):
+        outcome = guarded_turn(agent, "My favorite number is 42.", s3, "guarded", "g")
+    assert not outcome.ok and outcome.removed == 1 and "SlowDown" in outcome.error
+    assert [m["role"] for m in read_session_messages(s3, "guarded", "g")] == ["user", "assistant"]
+    assert len(agent.messages) == 2
+
+
+def test_dynamodb_store_adds_once_and_ranks_by_cosine(local):
+    ddb = make_client("dynamodb", local)
+    create_table(ddb, "memories", 3, native=False)
+    store = DynamoDBMemoryStore(ddb, "memories", FakeEmbedder(), user="u1")
+    other = DynamoDBMemoryStore(ddb, "memories", FakeEmbedder(), user="u2")
+    for text in ["apples", "bananas", "cherries", "apples"]:
+        asyncio.run(store.add(text))
+    asyncio.run(other.add("bananas"))
+    assert len(store.items()) == 3 and len(other.items()) == 1
+    hits = asyncio.run(store.search("fruit like apples", {"max_search_results": 2}))
+    assert [h.content for h in hits] == ["apples", "bananas"]
+    assert hits[0].metadata["score"] == pytest.approx(0.9939, abs=1e-3)
+    stored = np.frombuffer(store.items()[0]["vector_f32"]["B"], dtype=np.float32)
+    assert stored.shape == (3,) and np.isclose(np.linalg.norm(stored), 1)
+
+
+def test_native_search_and_vector_index_requests_match_the_dynamodb_api():
+    import boto3
+
+    client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    embedder = FakeEmbedder()
+    store = DynamoDBMemoryStore(client, "memories", embedder, user="u1", native=True)
+    vector = embedder.embed(["fruit like apples"])[0]
+    item = store.item("apples")
+    assert [float(v["N"]) for v in item["vector"]["L"]] == [float(x) for x in embedder.embed(["apples"])[0]]
+    with Stubber(client) as stub:
+        stub.add_response("create_table", {}, create_table_request("memories", 3, native=True))
+        stub.add_response("put_item", {}, {"TableName": "memories", "Item": item})
+        stub.add_response(
+            "search_vectors",
+            {"SearchResults": [{"Item": {"content": {"S": "apples"}, "sk": {"S": "mem#1"}}, "Score": 0.0061}]},
+            search_vectors_request("memories", "u1", vector, 1),
+        )
+        client.create_table(**create_table_request("memories", 3, native=True))
+        asyncio.run(store.add("apples"))
+        hits = asyncio.run(store.search("fruit like apples", {"max_search_results": 1}))
+        stub.assert_no_pending_responses()
+    assert [(h.content, h.metadata["score"]) for h in hits] == [("apples", 0.9939)]
+    index = create_table_request("memories", 3, native=True)["VectorIndexes"][0]
+    assert index["IndexName"] == INDEX_NAME and index["DistanceFunction"] == "COSINE"
+
+
+def test_agentcore_memory_calls_match_the_service_models():
+    import boto3
+
+    keys = dict(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    control = boto3.client("bedrock-agentcore-control", **keys)
+    data = boto3.client("bedrock-agentcore", **keys)
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    with Stubber(control) as stub:
+        request = agentcore_memory.create_memory_request("workbook-11")
+        stub.add_response("create_memory", {"memory": {"arn": "arn:aws:x", "id": "workbook11-abcdefghij", "name": "workbook-11",
+                                                       "eventExpiryDuration": 30, "status": "CREATING",
+                                                       "createdAt": when, "updatedAt": when}}, request)
+        assert control.create_memory(**request)["memory"]["id"] == "workbook11-abcdefghij"
+    memory_id = "workbook11-abcdefghij"
+    with Stubber(data) as stub:
+        stub.add_response("create_event", {"event": {"memoryId": "workbook11-abcdefghij", "actorId": "u1", "sessionId": "s1",
+                                                     "eventId": "ev-1", "eventTimestamp": when, "payload": [], "branch": {"name": "main"}}},
+                          agentcore_memory.create_event_request(memory_id, "u1", "s1", [("USER", "hi"), ("ASSISTANT", "hello")], when))
+        stub.add_response("retrieve_memory_records", {"memoryRecordSummaries": [
+            {"memoryRecordId": "r" * 40, "content": {"text": "The user says hi."}, "memoryStrategyId": "facts",
+             "namespaces": ["/users/u1/facts"], "createdAt": when, "score": 0.8}]},
+            agentcore_memory.retrieve_request("workbook11-abcdefghij", "u1", "greeting?", 3))
+        assert agentcore_memory.remember_turn(data, "workbook11-abcdefghij", "u1", "s1", "hi", "hello", when) == "ev-1"
+        assert agentcore_memory.recall(data, "workbook11-abcdefghij", "u1", "greeting?") == [("The user says hi.", 0.8)]

@@ -358,7 +358,7 @@ def execute(plans: list[Plan], out: Path, *, jobs: int, timeout: int, progress: 
     results: dict[str, dict[str, Any]] = {}
     bars = {
         plan.name: tqdm(total=1, desc=plan.name, position=i, unit="cell", leave=True, disable=None if progress is None else not progress,
-                        bar_format="{desc:<28} {bar:20} {n_fmt:>3}/{total_fmt:<3} {postfix}")
+                        bar_format="{desc:<28} {bar:20} {n_fmt:>3}/{total_fmt:<3}{postfix}")
         for i, plan in enumerate(plans)
     }
     for bar in bars.values():
@@ -477,14 +477,16 @@ def write_summary(out: Path, rows: list[dict[str, Any]], failures: list[str], he
         f'<a href="{html.escape(r["notebook"])}.ipynb">{html.escape(r["notebook"])}</a>' if r["notebook"] != "total" else "total"
         for r in rows
     ]
+    numbers = {c: "{:,}".format for c in ("model calls", "tokens sent", "tokens received")}
     listed = "".join(f"<li>{html.escape(line)}</li>" for line in failures) or "<li>none</li>"
     facts = "".join(f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in header.items())
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>Replay summary</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #999;padding:4px 8px;text-align:left}</style></head><body>"
+        "td,th{border:1px solid #999;padding:4px 8px;text-align:left}"
+        "td:nth-child(n+3):not(:nth-child(5)){text-align:right}</style></head><body>"
         f"<h1>Replay of the series: {html.escape(str(header.get('class')))}</h1><ul>{facts}</ul>"
-        f"{frame.to_html(index=False, escape=False)}<h2>Failures</h2><ul>{listed}</ul></body></html>"
+        f"{frame.to_html(index=False, escape=False, formatters=numbers)}<h2>Failures</h2><ul>{listed}</ul></body></html>"
     )
     (out / "summary.html").write_text(page, encoding="utf-8")
 
@@ -554,7 +556,9 @@ def run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_fil
               "notebooks": len(plans), "jobs": args.jobs, "wall seconds": round(wall, 1)}
     write_summary(out, rows, failures, header)
     print()
-    print(text_table(rows, width=60))
+    short = {"check cells passed": "checks passed", "check cells failed": "checks failed", "model calls": "calls",
+             "tokens received": "tokens back"}  # the terminal's table; summary.html and summary.json keep the full names
+    print(text_table([{short.get(k, k): v for k, v in row.items()} for row in rows], width=44))
     print(f"\nSummary: {out / 'summary.html'}")
     if failures:
         print("\nFailed:", file=sys.stderr)

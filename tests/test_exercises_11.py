@@ -1,0 +1,61 @@
+"""Notebook 11's exercises, replayed: the parameter changes of exercises 1 to 3 in one papermill run (their checks
+hold together), the code of exercise 4 executed after it; and a bad parameter stops the notebook before anything is
+created."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NAME = "11_sessions_at_scale.ipynb"
+
+
+def solution_code(notebook: nbformat.NotebookNode) -> list[str]:
+    (cell,) = [c for c in notebook.cells if c.cell_type == "markdown" and "<summary>Solution</summary>" in c.source]
+    blocks = re.findall(r"```python\n(.*?)```", cell.source, re.DOTALL)
+    return ["\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) for block in blocks]
+
+
+def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbformat.NotebookNode:
+    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in extra_cells]
+    source, output = tmp_path / ("in_" + NAME), tmp_path / NAME
+    nbformat.write(notebook, source)
+    papermill.execute_notebook(
+        str(source), str(output), parameters={"backend": "offline", **parameters}, kernel_name="python3",
+        cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=300,
+    )
+    return nbformat.read(output, as_version=4)
+
+
+def printed(notebook: nbformat.NotebookNode) -> str:
+    out = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            out.append(output.get("text", "") or output.get("data", {}).get("text/plain", ""))
+    return "".join(out)
+
+
+def test_exercises_1_to_4(tmp_path, workspace_root):
+    (lock_code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
+    result = run(tmp_path, {"workspace": "ex_11a", "users": 80, "turns": 3, "writers": 3, "workers": 1}, [
+        "assert (back.sessions, back.messages, back.foreign_tags) == (80, 480, 0)",
+        "assert [row['turns lost'] for row in lost_rows] == [2, 0] and lost_rows[0]['writer prompts in S3'] == 1",
+        lock_code,
+    ])
+    text = printed(result)
+    assert "All checks passed." in text
+    assert "PutObject: 720 = 2 per turn x 240 turns + 240" in text
+    assert "in the order they got the lock: [2, 4, 6]" in text
+    assert re.search(r"LockTimeout: writer-b: the lock locks/stuck.lock was still held after 1 s", text)
+
+
+def test_a_bad_parameter_stops_before_anything_is_created(tmp_path, workspace_root):
+    with pytest.raises(papermill.PapermillExecutionError, match="bucket must be a name of your own"):
+        run(tmp_path, {"workspace": "ex_11b", "endpoint": "aws"})
+    assert not (workspace_root / "ex_11b").exists()

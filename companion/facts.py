@@ -352,7 +352,8 @@ RULES: list[dict] = [
      "example": "Hi! By the way, what is my codename again?", "answer": "Your codename is VEGA."},
     {"kind": "question", "form": "a fact it cannot see", "given": "My name is Ada.",
      "example": "What is my codename?", "answer": "I cannot see your codename in this conversation."},
-    {"kind": "question", "form": "a question states nothing", "given": "Is my codename VEGA? What is my codename?",
+    {"kind": "question", "form": "a question states nothing (asking “Is my codename VEGA?” stores no codename)",
+     "given": "Is my codename VEGA?",
      "example": "What is my codename?", "answer": "I cannot see your codename in this conversation."},
     # requests and tools
     {"kind": "request", "form": "Please summarize this conversation. (the SDK's summarizing manager)",
@@ -361,6 +362,14 @@ RULES: list[dict] = [
     {"kind": "request", "form": "Extract facts from the following transcript: (the SDK's memory extraction)",
      "example": "Extract facts from the following transcript:\n\nuser: My codename is VEGA.",
      "answer": '[{"content": "The user\'s codename is VEGA."}]'},
+    {"kind": "request", "form": "<content> ... </content> (the summary request of context_manager=\"auto\")",
+     "example": "<content> [user] My codename is VEGA. </content>",
+     "blocks": ["<content>", "\n---\n[user]", "My codename is VEGA.", "</content>"],
+     "answer": "## Conversation Summary\n* The user's codename is VEGA.\n* Messages summarized: 1."},
+    {"kind": "tool", "form": "<context-status> shows 85% or more used while summarize_context is offered "
+     "(context_manager=\"agentic\")",
+     "example": "My codename is VEGA.", "tool": "summarize_context", "input": {},
+     "context_manager": "agentic", "context_window_limit": 2500},
     {"kind": "tool", "form": "a question it cannot answer while search_memory is offered",
      "example": "What is my codename?", "tool": "search_memory", "input": {"query": "What is my codename?"}},
     {"kind": "tool", "form": "Please remember that I ... while add_memory is offered",
@@ -368,6 +377,11 @@ RULES: list[dict] = [
      "input": {"entries": ["The user prefers tea."]}},
 ]
 """Every form the offline model reads or answers, with an example; notebook 00 shows this list as a table."""
+
+
+def _one_line(text: str) -> str:
+    """A table cell on one line: line breaks shown as " / " (blank lines dropped), not as escapes."""
+    return " / ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
 def rule_rows() -> list[dict[str, str]]:
@@ -385,5 +399,5 @@ def rule_rows() -> list[dict[str, str]]:
             example = f"(system prompt) {example}"
         elif rule.get("given"):
             example = f"(after “{rule['given']}”) {example}"
-        rows.append({"kind": rule["kind"], "form": rule["form"], "example": example, "the model": result})
+        rows.append({"kind": rule["kind"], "form": rule["form"], "example": _one_line(example), "the model": _one_line(result)})
     return rows

@@ -81,7 +81,7 @@ def download(dest: Path, extras: list[str], platform: str | None, python_version
     print(f"{len(wheels)} wheels, {megabytes(folder_size(dest))}, in {dest} ({time.monotonic() - started:.0f} s)")
 
 
-def install(source: Path, venv: Path, extras: list[str], stamp: Path | None, root: Path = REPO_ROOT) -> None:
+def install(source: Path, venv: Path, extras: list[str], stamp: Path | None, root: Path = REPO_ROOT, compile_: bool = True) -> None:
     """Build (or complete) the venv from the folder only, then register the kernel as the Makefile does."""
     if not any(source.glob("*.whl")):
         raise SystemExit(f"{source} holds no wheels: run `make wheelhouse` (with the network) first")
@@ -92,7 +92,7 @@ def install(source: Path, venv: Path, extras: list[str], stamp: Path | None, roo
     target = "." + (f"[{','.join(extras)}]" if extras else "")
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links", str(source),
-         "-c", "constraints.txt", "-e", target],
+         "-c", "constraints.txt", *([] if compile_ else ["--no-compile"]), "-e", target],
         check=True, cwd=root,
     )
     subprocess.run(
@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     inst.add_argument("--from", dest="source", type=Path, default=REPO_ROOT / "wheelhouse")
     inst.add_argument("--venv", type=Path, default=REPO_ROOT / ".venv")
     inst.add_argument("--stamp", type=Path, help="file to touch when done (the Makefile's .venv/.installed)")
+    inst.add_argument("--no-compile", action="store_true", help="skip writing .pyc files (faster install, slower first imports)")
     for sub in (down, inst):
         sub.add_argument("--extras", default="", help="comma-separated extras of pyproject.toml to include, e.g. book,test")
     size = commands.add_parser("sizes", help="what each dependency costs in a venv")
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "download":
         download(args.dest.resolve(), extras, args.platform, args.python_version)
     else:
-        install(args.source.resolve(), args.venv.resolve() if args.venv.is_absolute() else (Path.cwd() / args.venv), extras, args.stamp)
+        install(args.source.resolve(), args.venv.resolve(), extras, args.stamp, compile_=not args.no_compile)
     return 0
 
 

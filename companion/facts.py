@@ -272,7 +272,23 @@ _FIRST_PERSON = [
 ]
 
 
+_ADVERBS = ("never", "always", "usually", "often", "also", "just", "really", "still", "only", "sometimes", "rarely",
+            "mostly", "now", "even", "already", "seldom")
+# Verbs that do not take an -s after "the user": modals and past forms ("I was" -> "the user was"); "am" -> "is".
+_UNCHANGED_AFTER_I = {"am": "is", "was": "was", "were": "was", "can": "can", "could": "could", "will": "will",
+                      "would": "would", "should": "should", "must": "must", "might": "might", "may": "may",
+                      "had": "had", "did": "did", "used": "used"}
+
+
+_PRESENT_ENDING_IN_ED = {"need", "feed", "speed", "breed", "bleed", "heed", "seed", "shed", "exceed", "proceed", "succeed"}
+_IRREGULAR_PAST = {"went", "made", "wrote", "got", "took", "began", "left", "bought", "brought", "thought", "said",
+                   "told", "found", "gave", "came", "knew", "saw", "ran", "sold", "built", "sent", "spent", "met", "set"}
+
+
 def _third_person_verb(verb: str) -> str:
+    """Present tense, third person singular; a past form ("moved", "went") is kept as it is."""
+    if verb in _IRREGULAR_PAST or (verb.endswith("ed") and len(verb) > 3 and verb not in _PRESENT_ENDING_IN_ED):
+        return verb
     if re.search(r"(?:s|sh|ch|x|z|o)$", verb):
         return verb + "es"
     if re.search(r"[^aeiou]y$", verb):
@@ -291,9 +307,12 @@ def third_person(text: str) -> str:
             sentence = pattern.sub(replacement, sentence, count=1)
             break
     else:
-        match = re.match(r"^i\s(\w+)\b", sentence, re.IGNORECASE)
+        # "I [adverbs] verb ...": adverbs stay, the verb takes the third person, and a modal or past form stays as it is.
+        match = re.match(r"^i((?:\s+(?:" + "|".join(_ADVERBS) + r"))*)\s+(\w+)\b", sentence, re.IGNORECASE)
         if match:
-            sentence = f"The user {_third_person_verb(match.group(1).lower())}{sentence[match.end():]}"
+            adverbs, verb = match.group(1).lower(), match.group(2).lower()
+            verb = _UNCHANGED_AFTER_I.get(verb, verb if verb in _UNCHANGED_AFTER_I.values() else _third_person_verb(verb))
+            sentence = f"The user{adverbs} {verb}{sentence[match.end():]}"
     sentence = re.sub(r"\bmy\b", "the user's", sentence, flags=re.IGNORECASE)
     sentence = re.sub(r"\bme\b", "the user", sentence, flags=re.IGNORECASE)
     sentence = sentence[:1].upper() + sentence[1:]

@@ -447,3 +447,21 @@ def test_rules_table_rows_cover_every_rule():
     rows = rule_rows()
     assert len(rows) == len(RULES) and all(set(row) == {"kind", "form", "example", "the model"} for row in rows)
     assert {rule["kind"] for rule in RULES} == {"statement", "question", "request", "tool"}
+
+
+@pytest.mark.parametrize(
+    "first_person, stored",
+    [
+        ("I never deploy on Fridays.", "The user never deploys on Fridays."),
+        ("I was born in Lima.", "The user was born in Lima."),
+        ("I moved the team to Go.", "The user moved the team to Go."),
+        ("I also use Go.", "The user also uses Go."),
+        ("I can swim.", "The user can swim."),
+        ("I need coffee.", "The user needs coffee."),
+        ("I went home early.", "The user went home early."),
+    ],
+)
+def test_third_person_keeps_adverbs_modals_and_past_forms(first_person, stored):
+    from companion.facts import third_person
+
+    assert third_person(first_person) == stored

@@ -43,7 +43,11 @@ def create_table_request(table: str, dimensions: int, *, native: bool) -> dict[s
 
 
 def create_table(client: Any, table: str, dimensions: int, *, native: bool) -> None:
-    client.create_table(**create_table_request(table, dimensions, native=native))
+    """Create the table (a table of that name that already exists is used as it is) and wait until it is ACTIVE."""
+    try:
+        client.create_table(**create_table_request(table, dimensions, native=native))
+    except client.exceptions.ResourceInUseException:
+        pass
     client.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
 
 

@@ -114,15 +114,16 @@ def open_endpoint(endpoint: str) -> LocalEndpoint | None:
     return LocalEndpoint().start() if endpoint == "local" else None
 
 
-def client_config(**overrides: Any) -> Any:
-    """`companion.aws.client_config()` (time limits, standard retries) with storage limits and path-style S3 URLs."""
+def client_config(*, local: bool = True, **overrides: Any) -> Any:
+    """`companion.aws.client_config()` (time limits, standard retries) with the storage limits of this module, and
+    path-style S3 URLs for the local endpoint (http://127.0.0.1:port/bucket/key; AWS gets its default style)."""
     from botocore.config import Config
 
     settings = dict(
         connect_timeout=CONNECT_TIMEOUT,
         read_timeout=READ_TIMEOUT,
         retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
-        s3={"addressing_style": "path"},
+        s3={"addressing_style": "path" if local else "auto"},
     )
     settings.update(overrides)
     return aws.client_config().merge(Config(**settings))
@@ -147,7 +148,7 @@ def endpoint_url(local: LocalEndpoint | None) -> str | None:
 def make_client(service: str, local: LocalEndpoint | None, session: Any = None, **config: Any) -> Any:
     """A client for `service` on the local endpoint (or AWS when `local` is None), with the module's limits."""
     session = session or boto_session(local)
-    return session.client(service, endpoint_url=endpoint_url(local), config=client_config(**config))
+    return session.client(service, endpoint_url=endpoint_url(local), config=client_config(local=local is not None, **config))
 
 
 def child_environment(local: LocalEndpoint | None) -> dict[str, str]:

@@ -29,7 +29,7 @@ def session_manager(session_id: str, bucket: str, boto_session: Any, endpoint_ur
     from .local_aws import client_config
 
     return S3SessionManager(session_id=session_id, bucket=bucket, prefix=prefix, boto_session=boto_session,
-                            boto_client_config=client_config(), endpoint_url=endpoint_url)
+                            boto_client_config=client_config(local=endpoint_url is not None), endpoint_url=endpoint_url)
 
 
 def phase(prompt: str, backend: str, session_id: str, bucket: str, endpoint_url: str | None) -> None:

@@ -71,6 +71,11 @@ REPLAYS = [
          "max_entries": 2},
         "memory owner: grace; another participant: eve; policy: min_grounding=0.6, confirm_sensitive=False",
     ),
+    (
+        "11_sessions_at_scale.ipynb",
+        {"workspace": "pm_11", "users": 7, "turns": 4, "workers": 3, "writers": 4, "bucket": "pm-11-sessions"},
+        "in the order they got the lock: [2, 4, 6, 8]",
+    ),
 ]
 
 

@@ -625,6 +625,8 @@ def main(argv: list[str] | None = None) -> int:
                 offline = [Plan(p.name, p.source, {**p.parameters, "backend": "offline"}, p.given, p.accepted) for p in plans]
                 counted_in = Path(out).with_name(Path(out).name + "-offline-count")
                 status, rows = run_replay(offline, counted_in, args, class_file, "offline")
+                if status == EXIT_INTERRUPTED:
+                    return status
                 if status != EXIT_OK:
                     print("The offline count did not pass, so there is no estimate.", file=sys.stderr)
                     return status

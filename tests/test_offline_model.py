@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 
 import pytest
 from conftest import assistant, user
@@ -233,13 +232,10 @@ def test_never_opens_a_network_connection(monkeypatch):
     assert ask(agent, "What is my name?") == "Your name is Pin."
 
 
-def test_latency_is_reported_as_whole_milliseconds():
+def test_latency_is_reported_as_zero_so_message_files_do_not_depend_on_load():
     agent = Agent(model=OfflineModel(), callback_handler=None)
-    started = time.perf_counter()
     agent("My name is Pin.")
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    latency = agent.messages[-1]["metadata"]["metrics"]["latencyMs"]
-    assert isinstance(latency, int) and 0 <= latency <= elapsed_ms
+    assert agent.messages[-1]["metadata"]["metrics"]["latencyMs"] == 0
 
 
 def test_remember_requests_become_third_person_memories():

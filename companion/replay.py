@@ -356,6 +356,7 @@ def execute(plans: list[Plan], out: Path, *, jobs: int, timeout: int, progress: 
     waiting = list(plans)
     running: dict[str, Any] = {}
     results: dict[str, dict[str, Any]] = {}
+    dead_since: dict[str, float] = {}
     bars = {
         plan.name: tqdm(total=1, desc=plan.name, position=i, unit="cell", leave=True, disable=None if progress is None else not progress,
                         bar_format="{desc:<28} {bar:20} {n_fmt:>3}/{total_fmt:<3}{postfix}")
@@ -363,6 +364,7 @@ def execute(plans: list[Plan], out: Path, *, jobs: int, timeout: int, progress: 
     }
     for bar in bars.values():
         bar.set_postfix_str("waiting", refresh=False)
+
     def say(line: str) -> None:
         (tqdm.write if progress is not False else echo)(line)
         sys.stdout.flush()  # a log file or a pipe sees each line as it happens
@@ -382,8 +384,11 @@ def execute(plans: list[Plan], out: Path, *, jobs: int, timeout: int, progress: 
             try:
                 event = events.get(timeout=0.2)
             except queue_module.Empty:
-                for name, process in list(running.items()):
-                    if not process.is_alive() and name not in results:
+                for name, process in list(running.items()):  # a worker that died without reporting (its last words
+                    if process.is_alive() or name in results:  # may still be in the queue: wait 2 s for them first)
+                        continue
+                    dead_since.setdefault(name, time.monotonic())
+                    if time.monotonic() - dead_since[name] > 2:
                         results[name] = {"seconds": 0.0, "error": {"ename": "WorkerDied", "evalue": f"exit code {process.exitcode}"}}
                         running.pop(name).join()
                 continue

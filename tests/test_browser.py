@@ -331,6 +331,8 @@ def move_a_slider_with_the_keyboard(lab: Lab, name: str) -> None:
 
 def test_the_repository_is_unchanged_and_every_process_ended(lab):
     """Runs after the notebooks (same module, same worker): nothing was saved, nothing written to the repo."""
+    saves = [line for line in Path(lab.log.name).read_text().splitlines() if "Saving file at" in line]
+    assert saves == [], f"JupyterLab saved files (autosave should be off): {saves}"
     status, digests = repo_snapshot()
     assert status == lab.before[0], f"`git status -- notebooks` changed during the browser session:\n{status}"
     assert digests == lab.before[1], "a notebook on disk changed during the browser session (saved?)"

@@ -76,7 +76,9 @@ SCROLL_TO_CHECKS_JS = """async () => {
   const notebook = window.jupyterapp.shell.currentWidget.content;
   const index = Array.from(notebook.model.cells).findLastIndex(c => c.type === 'code' &&
     c.outputs.toJSON().some(o => o.output_type === 'stream' && String(o.text).includes('All checks passed.')));
-  if (index >= 0) await notebook.scrollToCell(notebook.widgets[index], 'center');
+  if (index < 0) return;
+  await notebook.scrollToCell(notebook.widgets[index], 'center');
+  notebook.widgets[index].outputArea.node.scrollIntoView({block: 'end'});  // a long check cell: its output in view
 }"""
 
 POPUPS_JS = """() => Array.from(document.querySelectorAll('.jp-Dialog, .Toastify__toast'))

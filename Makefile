@@ -8,6 +8,7 @@ PYTHON ?= $(shell for p in python3 python3.13 python3.12 python3.11; do \
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 KERNEL := agent-memory
 WORKBOOK_BACKEND ?= offline
 export WORKBOOK_BACKEND
@@ -18,7 +19,7 @@ export ORT_DISABLE_TELEMETRY
 # botocore would also probe the EC2 instance-metadata address for them when a Bedrock client is built in a test.
 OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: lab test env notebooks clean-workspace
+.PHONY: lab test env notebooks clean-workspace book wheelhouse offline-install
 
 env: $(STAMP)
 
@@ -33,15 +34,49 @@ $(STAMP): pyproject.toml constraints.txt tools/jupyterlab-overrides.json Makefil
 	cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
 	touch $(STAMP)
 
+# The test suite's extra tools (the `test` extra in pyproject.toml), kept out of the learner's `make lab` install.
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,book]"
+	touch $(TEST_STAMP)
+
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --allow-root
 
-test: $(STAMP)
+# Tests run in parallel, one worker per core (pytest-xdist); --dist loadscope keeps each notebook's cells, and each test
+# file, on one worker and in order. tests/test_browser.py drives JupyterLab in the system's Chromium, skipped without it.
+test: $(TEST_STAMP)
+	@test -x /usr/bin/chromium || echo "No Chromium at /usr/bin/chromium (Debian: apt-get install chromium): the browser test will be skipped."
 	$(OFFLINE) $(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 -p no:cacheprovider -v
+		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 -p no:cacheprovider -v -n auto --dist loadscope
 
 notebooks: $(STAMP)
 	$(OFFLINE) $(BIN)/python tools/refresh_notebooks.py
 
+# Replay the series for a class into replays/<class>/, never touching notebooks/ (docs/instructor-guide.md):
+# `make replay CLASS=classes/my.yaml`, `make replay ARGS="03 05"`, `make replay ARGS="--dry-run --learners 30"`.
+CLASS ?= classes/sample.yaml
+.PHONY: replay
+replay: $(STAMP)
+	$(BIN)/python -m companion.replay --class $(CLASS) $(ARGS)
+
 clean-workspace:
 	rm -rf workspace
+
+# The static book of the series (Sphinx + MyST-NB, the `book` extra) from the committed outputs: build/book/html/index.html.
+BOOK_STAMP := $(VENV)/.installed-book
+$(BOOK_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[book]"
+	touch $(BOOK_STAMP)
+
+book: $(BOOK_STAMP)
+	$(BIN)/python tools/build_book.py
+
+# Conference Wi-Fi: at home, `make wheelhouse WHEELHOUSE=/media/usb/wheelhouse` downloads every pinned wheel for this
+# machine and Python; at the venue, `make offline-install WHEELHOUSE=...` builds .venv from the folder with no network,
+# then `make lab` as usual. See tools/wheelhouse.py (other platforms, extras, and `sizes`: what each package costs).
+WHEELHOUSE ?= build/wheelhouse
+wheelhouse:
+	$(PYTHON) tools/wheelhouse.py download --dest $(WHEELHOUSE)
+
+offline-install:
+	$(PYTHON) tools/wheelhouse.py install --from $(WHEELHOUSE) --venv $(VENV) --stamp $(STAMP)

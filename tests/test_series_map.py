@@ -70,5 +70,6 @@ def test_template_runs_and_has_the_shape(tmp_path, workspace_root):
         kernel_name="python3", cwd=str(REPO / "notebooks"), progress_bar=False, execution_timeout=120,
     )
     out = json.loads((tmp_path / "t.ipynb").read_text(encoding="utf-8"))
-    printed = "".join(o.get("text", "") for c in out["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
+    texts = [o.get("text", "") for c in out["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    printed = "".join(t if isinstance(t, str) else "".join(t) for t in texts)
     assert "All checks passed." in printed

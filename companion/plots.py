@@ -125,21 +125,23 @@ def summary_calls_plot(rows: Sequence[dict[str, Any]], title: str) -> Figure:
         ax.set_xlabel("turn")
         ax.set_ylabel("count")
         ax.set_xticks(turns)
-        ax.set_yticks(range(0, top + 3))
-        ax.set_ylim(0, top + 2.5)
+        ax.set_yticks(range(0, top + 2))
+        ax.set_ylim(0, top + 1)
         ax.set_title(title)
         ax.legend(loc="upper left")
         fig.tight_layout()
     return fig
 
 
-def token_curves_plot(curves: dict[str, Sequence[int]], title: str) -> Figure:
+def token_curves_plot(curves: dict[str, Sequence[int]], title: str, colors: dict[str, str] | None = None,
+                      markers: dict[str, str] | None = None) -> Figure:
     """All tokens of every call per turn (input + output, summarization calls included), one curve per strategy, and
-    their running totals beside them; the legend of the totals gives each strategy's final total, largest first."""
+    their running totals beside them; the legend of the totals gives each strategy's final total, largest first.
+    `colors` and `markers` map a strategy to its colour and marker, so a strategy looks the same in every plot."""
     with plt.rc_context(STYLE):
         fig, (per_turn, total) = plt.subplots(1, 2, figsize=(15, 6))
-        markers = dict(zip(curves, "osD^v<>"))
-        colors = {label: f"C{index}" for index, label in enumerate(curves)}
+        markers = {**dict(zip(curves, "osD^v<>")), **(markers or {})}
+        colors = {**{label: f"C{index}" for index, label in enumerate(curves)}, **(colors or {})}
         for label, values in curves.items():
             turns = range(1, len(values) + 1)
             per_turn.plot(turns, values, markers[label] + "-", markersize=5, color=colors[label], label=label)
@@ -162,7 +164,7 @@ def token_curves_plot(curves: dict[str, Sequence[int]], title: str) -> Figure:
 
 
 def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], baseline: str,
-                colors: dict[str, str] | None = None) -> Figure:
+                colors: dict[str, str] | None = None, markers: dict[str, str] | None = None) -> Figure:
     """Running total of each strategy minus the baseline's, per turn: below zero the strategy has cost less so far.
     A dashed line marks the turn from which each stays below (its payoff turn), when there is one. `colors` maps a
     strategy to its colour in an earlier plot, so a strategy keeps its colour."""
@@ -173,7 +175,7 @@ def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], b
             turns = range(1, len(values) + 1)
             turn = payoff.get(label)
             note = f"pays off from turn {turn}" if turn else f"not paid off in {len(values)} turns"
-            line, = ax.plot(turns, values, marker + "-", markersize=4, markevery=max(1, len(values) // 20),
+            line, = ax.plot(turns, values, (markers or {}).get(label, marker) + "-", markersize=4, markevery=max(1, len(values) // 20),
                             color=(colors or {}).get(label), label=f"{label}: {note}")
             if turn:
                 ax.axvline(turn, color=line.get_color(), linestyle="--", linewidth=1.5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def test_exercise_1_doubling_the_conversation_about_quadruples_the_bill(tmp_path
     text = run(tmp_path, {"workspace": "ex_07a", "turns": 60})
     ratio = total_tokens(text, "no pruning") / total_tokens(committed_text(), "no pruning")
     assert 3.5 < ratio < 4.5, ratio
+    print(f"ex1: ratio {ratio:.2f}")
     assert (workspace_root / "ex_07a").is_dir()
 
 
@@ -79,6 +81,7 @@ def test_exercise_3_a_larger_budget_summarizes_less_and_pays_off_earlier(tmp_pat
     default = committed_text()
     calls = lambda t: int(table_row(t, "summarizing manager")[-5])  # noqa: E731 - the summary calls column
     assert calls(text) < calls(default)
+    print(f"ex3: summary calls {calls(text)} instead of {calls(default)}")
     payoff = lambda t: int(re.search(r"^summarizing manager\s+(\d+)", t.split("the longer run")[1], re.MULTILINE).group(1))  # noqa: E731
     assert payoff(text) < payoff(default), "it pays off earlier"
     assert re.search(r"^prune\(\): summarize\s+not in 80", text.split("the longer run")[1], re.MULTILINE)
@@ -94,6 +97,12 @@ def test_exercise_4_persisting_the_summary_pays_off(tmp_path, workspace_root):
     fewer = re.search(r"summary calls: (\d+) instead of (\d+)", text)
     assert fewer and int(fewer.group(1)) < int(fewer.group(2)) / 2
     assert re.search(r"persisting the summary pays off from turn \d+$", text, re.MULTILINE)
+    stored = json.loads((workspace_root / "ex_07d" / "hand-built-persisting" / "session_cost-demo" / "messages.json").read_text())
+    stored = stored["messages"] if isinstance(stored, dict) else stored
+    users = [json.dumps(m["content"], sort_keys=True) for m in stored if m["role"] == "user"]
+    assert all(a != b for a, b in zip(users, users[1:])), "no exchange is stored twice (consecutive prompts differ)"
+    assert stored[-1]["role"] == "assistant"
+    print("ex4:", fewer.group(0), re.search(r"pays off from turn \d+", text.split("persisting the summary")[1]).group(0), len(stored))
 
 
 def test_smallest_window_keeps_the_checks(tmp_path, workspace_root):
@@ -119,3 +128,4 @@ def test_exercise_5_auto_pays_off_in_a_longer_run(tmp_path, workspace_root):
     longer = text.split("the longer run")[1]
     assert re.search(r'^context_manager="auto"\s+\d+\s', longer, re.MULTILINE), "auto gets a payoff turn"
     assert re.search(r'^context_manager="agentic"\s+not in 150', longer, re.MULTILINE), "agentic does not"
+    print("ex5:", *(line for line in longer.splitlines() if line.startswith(("no pruning", "context_manager="))), sep="\n")

@@ -138,8 +138,8 @@ def s3_cost_rows(counts: dict[str, int], users: int, stored_bytes: int, scale_us
         rows.append({"item": f"S3 {operation}", "in this run": n, f"per {scale_users:,} users per day": round(scaled),
                      "unit price (USD)": f"{price} per 1,000", "USD per day": round(scaled / 1000 * price, 4)})
     gb = stored_bytes * factor / 1e9
-    rows.append({"item": "S3 storage of the sessions (MB)", "in this run": round(stored_bytes / 1e6, 1),
-                 f"per {scale_users:,} users per day": round(gb * 1000, 1),
+    rows.append({"item": "S3 storage of the sessions (KB)", "in this run": round(stored_bytes / 1e3),
+                 f"per {scale_users:,} users per day": round(gb * 1e6),
                  "unit price (USD)": f"{PRICES['s3_gb_month']} per GB-month",
                  "USD per day": round(gb * PRICES["s3_gb_month"] / 30, 6)})
     return rows

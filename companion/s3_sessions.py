@@ -7,6 +7,7 @@ Notebook 11 prints :func:`phase`, :func:`s3_turn_lock` and :func:`guarded_turn`,
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import subprocess
@@ -139,6 +140,7 @@ class WriterResult:
     restored: int
     now: int
     refused: int
+    order: int  # 1 for the writer that started its turn first (with the lock: got the lock first)
 
 
 def run_writers(prompts: dict[str, str], *, model_factory: Any, session_id: str, bucket: str, boto_session: Any,
@@ -153,19 +155,21 @@ def run_writers(prompts: dict[str, str], *, model_factory: Any, session_id: str,
     barrier = threading.Barrier(len(prompts), timeout=60)
     results: dict[str, WriterResult] = {}
     errors: list[BaseException] = []
+    started = itertools.count(1)  # next() on a count is atomic in CPython: one number per writer
 
     def writer(name: str, prompt: str) -> None:
         try:
             barrier.wait()  # every writer is ready before any touches the session
             guard = s3_turn_lock(s3, bucket, f"locks/session_{session_id}.lock", name) if lock else nullcontext({"refused": 0})
             with guard as seen:
+                order = next(started)
                 agent = Agent(model=model_factory(), session_manager=session_manager(session_id, bucket, boto_session, endpoint_url),
                               callback_handler=None)
                 restored = len(agent.messages)
                 if not lock:
                     barrier.wait()  # the race: every writer has restored, none has written
                 agent(prompt)
-            results[name] = WriterResult(name, restored, len(agent.messages), seen["refused"])
+            results[name] = WriterResult(name, restored, len(agent.messages), seen["refused"], order)
         except BaseException as error:  # noqa: BLE001 - reported below
             errors.append(error)
             barrier.abort()

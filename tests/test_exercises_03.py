@@ -7,34 +7,16 @@ import re
 from pathlib import Path
 
 import nbformat
+import notebook_runs
 import papermill
 import pytest
+from notebook_runs import NOTEBOOKS, printed, solution_code
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAME = "03_sliding_window.ipynb"
 
 
-def solution_code(notebook: nbformat.NotebookNode) -> list[str]:
-    """The ```python blocks of the notebook's hidden solution, in order (what a learner would paste)."""
-    (cell,) = [c for c in notebook.cells if c.cell_type == "markdown" and "<summary>Solution</summary>" in c.source]
-    blocks = re.findall(r"```python\n(.*?)```", cell.source, re.DOTALL)
-    return ["\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) for block in blocks]
-
-
 def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbformat.NotebookNode:
-    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
-    notebook.cells += [nbformat.v4.new_code_cell(source) for source in extra_cells]
-    source, output = tmp_path / ("in_" + NAME), tmp_path / NAME
-    nbformat.write(notebook, source)
-    papermill.execute_notebook(
-        str(source), str(output), parameters={"backend": "offline", "interactive": False, **parameters},
-        kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=300,
-    )
-    return nbformat.read(output, as_version=4)
-
-
-def printed(notebook: nbformat.NotebookNode) -> str:
-    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    return notebook_runs.run(NAME, tmp_path, parameters, extra_cells, defaults={"interactive": False})
 
 
 def test_exercise_1_wider_window(tmp_path, workspace_root):

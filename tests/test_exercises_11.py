@@ -8,37 +8,20 @@ import re
 from pathlib import Path
 
 import nbformat
+import notebook_runs
 import papermill
 import pytest
+from notebook_runs import NOTEBOOKS, solution_code
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAME = "11_sessions_at_scale.ipynb"
 
 
-def solution_code(notebook: nbformat.NotebookNode) -> list[str]:
-    (cell,) = [c for c in notebook.cells if c.cell_type == "markdown" and "<summary>Solution</summary>" in c.source]
-    blocks = re.findall(r"```python\n(.*?)```", cell.source, re.DOTALL)
-    return ["\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) for block in blocks]
-
-
 def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbformat.NotebookNode:
-    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
-    notebook.cells += [nbformat.v4.new_code_cell(source) for source in extra_cells]
-    source, output = tmp_path / ("in_" + NAME), tmp_path / NAME
-    nbformat.write(notebook, source)
-    papermill.execute_notebook(
-        str(source), str(output), parameters={"backend": "offline", **parameters}, kernel_name="python3",
-        cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=300,
-    )
-    return nbformat.read(output, as_version=4)
+    return notebook_runs.run(NAME, tmp_path, parameters, extra_cells)
 
 
 def printed(notebook: nbformat.NotebookNode) -> str:
-    out = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            out.append(output.get("text", "") or output.get("data", {}).get("text/plain", ""))
-    return "".join(out)
+    return notebook_runs.printed(notebook, plain=True)
 
 
 def test_exercises_1_to_4(tmp_path, workspace_root):

@@ -1,0 +1,44 @@
+"""Replaying a notebook's exercises: its hidden solution's code, a papermill run with other parameters and extra cells
+appended, and the text the run printed. Shared by tests/test_exercises_NN.py."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import nbformat
+import papermill
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def solution_code(notebook: nbformat.NotebookNode) -> list[str]:
+    """The ```python blocks of the notebook's hidden solution, in order (what a learner would paste)."""
+    (cell,) = [c for c in notebook.cells if c.cell_type == "markdown" and "<summary>Solution</summary>" in c.source]
+    blocks = re.findall(r"```python\n(.*?)```", cell.source, re.DOTALL)
+    return ["\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) for block in blocks]
+
+
+def run(name: str, tmp_path: Path, parameters: dict, extra_cells: Sequence[str] = (), *,
+        defaults: dict | None = None) -> nbformat.NotebookNode:
+    """Execute notebooks/`name` on the offline model with `parameters` (over `defaults`), `extra_cells` appended."""
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in extra_cells]
+    source, output = tmp_path / ("in_" + name), tmp_path / name
+    nbformat.write(notebook, source)
+    papermill.execute_notebook(
+        str(source), str(output), parameters={"backend": "offline", **(defaults or {}), **parameters},
+        kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=300,
+    )
+    return nbformat.read(output, as_version=4)
+
+
+def printed(notebook: nbformat.NotebookNode, *, plain: bool = False) -> str:
+    """What the run printed (stream outputs); with `plain`, also the text/plain of outputs that are not streams."""
+    out = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            text = output.get("text", "")
+            out.append(text or (output.get("data", {}).get("text/plain", "") if plain else ""))
+    return "".join(out)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncIterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -12,11 +12,12 @@ from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
 from .messages import summary_request_kind
+from .model_wrapper import WrappedModel
 
 T = TypeVar("T", bound=BaseModel)
 
 
-class MeteredModel(Model):
+class MeteredModel(WrappedModel):
     """Wraps any Strands model and appends each call's reported usage to `calls`.
 
     A call whose last message is the summarizing manager's "Please summarize this conversation." (also what the
@@ -34,23 +35,14 @@ class MeteredModel(Model):
 
     def __init__(self, inner: Model) -> None:
         """Wrap `inner`; its configuration and context window are the wrapper's."""
-        self.inner = inner
+        super().__init__(inner)
         self.calls: list[dict[str, Any]] = []
         self.last_messages: Messages = []  # exactly what the last call sent, injected memory included
         self.turn = 0  # a label the caller sets before each invocation; copied into every call record
         self.exchanges: list[dict[str, Any]] = []  # per call: messages and system prompt received, text streamed back
 
-    def update_config(self, **model_config: Any) -> None:
-        """Configure the wrapped model."""
-        self.inner.update_config(**model_config)
 
-    def get_config(self) -> Any:
-        """The wrapped model's configuration (so context_window_limit is the wrapped model's)."""
-        return self.inner.get_config()
 
-    async def count_tokens(self, *args: Any, **kwargs: Any) -> int:
-        """The wrapped model's estimate."""
-        return await self.inner.count_tokens(*args, **kwargs)
 
     async def stream(
         self,
@@ -82,9 +74,3 @@ class MeteredModel(Model):
                 )
             yield event
 
-    async def structured_output(
-        self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
-    ) -> AsyncGenerator[dict[str, T | Any], None]:
-        """Delegated unmetered: the workbook's lessons do not use structured output."""
-        async for event in self.inner.structured_output(output_model, prompt, system_prompt, **kwargs):
-            yield event

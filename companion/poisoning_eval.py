@@ -38,6 +38,7 @@ from strands.types.tools import ToolSpec
 
 from . import facts as fact_rules
 from .messages import message_text
+from .model_wrapper import WrappedModel
 from .selective_memory import Clock, RecordingModel, SelectiveMemoryStore, read_records, words
 from .write_policy import MemoryWriteGuard, WritePolicy, data_format, read_audit
 
@@ -106,7 +107,7 @@ def remember_requests(text: str) -> list[str]:
     return found
 
 
-class InstructionFollowingModel(Model):
+class InstructionFollowingModel(WrappedModel):
     """Any model, plus the susceptibility the offline model lacks: it acts on "Please remember that ..." wherever it
     reads it.
 
@@ -116,21 +117,7 @@ class InstructionFollowingModel(Model):
     goes to the wrapped model unchanged.
     """
 
-    def __init__(self, inner: Model) -> None:
-        self.inner = inner
 
-    def update_config(self, **model_config: Any) -> None:
-        self.inner.update_config(**model_config)
-
-    def get_config(self) -> Any:
-        return self.inner.get_config()
-
-    async def count_tokens(self, *args: Any, **kwargs: Any) -> int:
-        return await self.inner.count_tokens(*args, **kwargs)
-
-    async def structured_output(self, *args: Any, **kwargs: Any) -> Any:
-        async for event in self.inner.structured_output(*args, **kwargs):
-            yield event
 
     def decide(self, messages: Messages, tool_names: Sequence[str]) -> dict[str, Any] | None:
         """The tool call this wrapper makes on this call, or None to let the wrapped model answer."""

@@ -10,7 +10,7 @@ each call as it arrives.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterable, Iterator
+from collections.abc import AsyncIterable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -21,13 +21,14 @@ from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
 from .messages import SUMMARIZED_MARKER, content_summary_parts, is_summary, message_text, summary_request_kind
+from .model_wrapper import WrappedModel
 
 __all__ = ["CallLog", "captured_log", "sdk_selection", "summary_calls_per_turn"]
 
 T = TypeVar("T", bound=BaseModel)
 
 
-class CallLog(Model):
+class CallLog(WrappedModel):
     """Wraps any Strands model and appends one record per call to `calls`, in the order the calls arrive.
 
     A record: ``kind`` ("summary" when the last message is the summarizing manager's "Please summarize this
@@ -41,20 +42,11 @@ class CallLog(Model):
 
     def __init__(self, inner: Model) -> None:
         """Wrap `inner`; its configuration and context window are the wrapper's."""
-        self.inner = inner
+        super().__init__(inner)
         self.calls: list[dict[str, Any]] = []
 
-    def update_config(self, **model_config: Any) -> None:
-        """Configure the wrapped model."""
-        self.inner.update_config(**model_config)
 
-    def get_config(self) -> Any:
-        """The wrapped model's configuration (so context_window_limit is the wrapped model's)."""
-        return self.inner.get_config()
 
-    async def count_tokens(self, *args: Any, **kwargs: Any) -> int:
-        """The wrapped model's estimate."""
-        return await self.inner.count_tokens(*args, **kwargs)
 
     async def stream(
         self,
@@ -90,12 +82,6 @@ class CallLog(Model):
             raise
         record["outcome"] = "ok"
 
-    async def structured_output(
-        self, output_model: type[T], prompt: Messages, system_prompt: str | None = None, **kwargs: Any
-    ) -> AsyncGenerator[dict[str, T | Any], None]:
-        """Delegated unlogged: the workbook's lessons do not use structured output."""
-        async for event in self.inner.structured_output(output_model, prompt, system_prompt, **kwargs):
-            yield event
 
 
 def summary_calls_per_turn(calls: list[dict[str, Any]], turns: int) -> list[list[dict[str, Any]]]:

@@ -50,7 +50,7 @@ DEFAULT_OUTPUT_ROOT = REPO_ROOT / "replays"
 MARKER = ".workbook-replay"
 ENGINE = "workbook-replay"
 KERNEL = "python3"  # the kernel of the interpreter running the replay (the workbook's .venv under `make replay`)
-CHECKS_PASSED = "All checks passed."
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -284,8 +284,8 @@ def _worker(job: dict[str, Any], events: Any) -> None:
 
 
 def is_check_cell(source: str) -> bool:
-    """A "Check yourself" cell: code that asserts, or prints the series' "All checks passed."."""
-    return bool(re.search(r"^\s*assert\b", source, re.MULTILINE)) or CHECKS_PASSED in source
+    """A "Check yourself" cell: code that asserts, or that shows a claims ledger (`ledger.report()`)."""
+    return bool(re.search(r"^\s*assert\b", source, re.MULTILINE)) or bool(re.search(r"\bledger\.report\(\)", source))
 
 
 def read_outcome(path: Path) -> dict[str, Any]:

@@ -42,3 +42,23 @@ def printed(notebook: nbformat.NotebookNode, *, plain: bool = False) -> str:
             text = output.get("text", "")
             out.append(text or (output.get("data", {}).get("text/plain", "") if plain else ""))
     return "".join(out)
+
+
+LEDGER_HEADLINE = re.compile(r"^(?P<title>[^\n]*): (?P<held>\d+) of (?P<rows>\d+) claims hold(?P<rest>[^\n]*)$", re.MULTILINE)
+
+
+def ledger_text(notebook: nbformat.NotebookNode) -> str:
+    """The text form of every claims ledger the run showed (companion.ledger), one after another."""
+    texts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            plain = output.get("data", {}).get("text/plain", "")
+            if LEDGER_HEADLINE.match(plain):
+                texts.append(plain)
+    return "\n".join(texts)
+
+
+def checks_held(notebook: nbformat.NotebookNode) -> bool:
+    """True when the run showed at least one claims ledger and no row of any ledger fails."""
+    headlines = list(LEDGER_HEADLINE.finditer(ledger_text(notebook)))
+    return bool(headlines) and not any("FAIL" in h.group("rest") for h in headlines)

@@ -3,7 +3,7 @@
 The test starts `jupyter lab` from the venv on loopback (its own JupyterLab workspace and settings folders, its own
 workbook workspace root) and drives it in Debian's Chromium (/usr/bin/chromium) with Playwright; it never downloads a
 browser. Per notebook it checks: the workbook kernel starts with no "Select Kernel" dialog and no pop-up, Restart & Run
-All ends with zero error outputs (and "All checks passed." where the notebook prints it), sliders render as controls,
+All ends with zero error outputs (and a claims ledger whose rows all hold where the notebook shows one), sliders render as controls,
 and a slider moved with the keyboard redraws its output (table and plot where it shows them). At the end: the notebooks
 on disk and `git status` are as before (autosave is off in tools/jupyterlab-overrides.json) and every process the test
 started has ended. One screenshot per notebook is saved; the folder is printed at the end of the test session.
@@ -54,7 +54,10 @@ STATE_JS = """() => {
     if (c.type !== 'code') return;
     for (const o of c.outputs.toJSON()) {
       if (o.output_type === 'error') errors.push(`cell ${i}: ${o.ename}: ${o.evalue}`);
-      if (o.output_type === 'stream' && String(o.text).includes('All checks passed.')) checksPassed = true;
+      const plain = String((o.data || {})['text/plain'] || '');
+      if (o.output_type === 'display_data' && /: \\d+ of \\d+ claims hold/.test(plain) && !/FAIL/.test(plain.split('\\n')[0])) {
+        checksPassed = true;
+      }
     }
   });
   const kernel = w.sessionContext.session && w.sessionContext.session.kernel;
@@ -68,14 +71,14 @@ STATE_JS = """() => {
     running: code.filter(c => c.executionState === 'running').length,
     errors,
     checksPassed,
-    expectsChecks: cells.some(c => c.sharedModel.getSource().includes('print("All checks passed.")')),
+    expectsChecks: cells.some(c => c.sharedModel.getSource().includes('ledger.report()')),
   };
 }"""
 
 SCROLL_TO_CHECKS_JS = """async () => {
   const notebook = window.jupyterapp.shell.currentWidget.content;
   const index = Array.from(notebook.model.cells).findLastIndex(c => c.type === 'code' &&
-    c.outputs.toJSON().some(o => o.output_type === 'stream' && String(o.text).includes('All checks passed.')));
+    c.outputs.toJSON().some(o => /claims hold/.test(String((o.data || {})['text/plain'] || ''))));
   if (index < 0) return;
   await notebook.scrollToCell(notebook.widgets[index], 'center');
   notebook.widgets[index].outputArea.node.scrollIntoView({block: 'end'});  // a long check cell: its output in view
@@ -288,7 +291,7 @@ def test_a_person_opens_the_notebook_and_runs_all(lab, name, request):
         assert state["errors"] == [], f"{name}: error outputs after Restart & Run All: {state['errors']}"
         assert state["counts"] == list(range(1, state["codeCells"] + 1)), f"{name}: not every cell ran once, in order: {state['counts']}"
         if state["expectsChecks"]:
-            assert state["checksPassed"], f"{name}: 'All checks passed.' was not printed"
+            assert state["checksPassed"], f"{name}: no claims ledger with every row holding was shown"
         assert not lab.popups(), f"{name}: a dialog or pop-up appeared during the run: {lab.popups()}"
 
         source = (NOTEBOOKS / name).read_text()

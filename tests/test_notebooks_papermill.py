@@ -7,6 +7,7 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+from notebook_runs import checks_held, ledger_text
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -107,8 +108,8 @@ def test_every_notebook_has_a_replay():
 def test_replay_with_other_parameters(name, parameters, expected, tmp_path, workspace_root):
     notebook = replay(name, tmp_path, parameters)
     text = printed(notebook)
-    assert "All checks passed." in text
-    assert expected in text, "the replay used the injected parameters"
+    assert checks_held(notebook), "the claims ledger was shown and every row holds"
+    assert expected in text + ledger_text(notebook), "the replay used the injected parameters"
     assert (workspace_root / parameters["workspace"]).is_dir(), "it wrote inside its own workspace"
     assert sorted(p.name for p in workspace_root.iterdir()) == [parameters["workspace"]], "and nowhere else"
 

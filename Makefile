@@ -1,5 +1,6 @@
 # Two commands do all the set-up: `make lab` opens the workbook, `make test` runs every test.
-# Both create the virtual environment in .venv the first time (or when the pins change).
+# Both create the virtual environment in .venv the first time (or when the pins change), through tools/workbook.py,
+# which does the same without make (`python tools/workbook.py lab|test`, on Windows too).
 
 # The pinned packages (onnxruntime 1.32, numpy 2.4, matplotlib 3.11) need Python 3.11 or newer: take the first such
 # interpreter on the PATH, or name one with `make lab PYTHON=/path/to/python3.12`.
@@ -19,25 +20,22 @@ export ORT_DISABLE_TELEMETRY
 # botocore would also probe the EC2 instance-metadata address for them when a Bedrock client is built in a test.
 OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1 AWS_EC2_METADATA_DISABLED=true
 
+# The same arguments as tools/workbook.py's PYTEST_ARGS (tests/test_environment.py keeps them equal).
+PYTEST_ARGS := tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	--nbval-cell-timeout=300 -p no:cacheprovider -v -n auto --dist loadscope
+
 .PHONY: lab test env notebooks clean-workspace book wheelhouse offline-install
 
 env: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt tools/jupyterlab-overrides.json Makefile
+$(STAMP): pyproject.toml constraints.txt tools/jupyterlab-overrides.json tools/workbook.py Makefile
 	@test -n "$(PYTHON)" || { echo "Python 3.11 or newer is needed and none was found on the PATH (python3 is $$(python3 --version 2>&1))." \
 		"Install it (python.org, pyenv, uv, or conda with environment.yml), or run: make $(MAKECMDGOALS) PYTHON=/path/to/python3.11"; exit 1; }
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e .
-	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Agent memory (workbook)" \
-		--env ORT_DISABLE_TELEMETRY 1
-	mkdir -p $(VENV)/share/jupyter/lab/settings
-	cp tools/jupyterlab-overrides.json $(VENV)/share/jupyter/lab/settings/overrides.json
-	touch $(STAMP)
+	$(PYTHON) tools/workbook.py setup --venv $(VENV)
 
-# The test suite's extra tools (the `test` extra in pyproject.toml), kept out of the learner's `make lab` install.
+# The test suite's extra tools (the `test` and `book` extras in pyproject.toml), kept out of the learner's install.
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[test,book]"
-	touch $(TEST_STAMP)
+	$(PYTHON) tools/workbook.py setup --venv $(VENV) --extras test,book
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --allow-root
@@ -46,8 +44,7 @@ lab: $(STAMP)
 # file, on one worker and in order. tests/test_browser.py drives JupyterLab in the system's Chromium, skipped without it.
 test: $(TEST_STAMP)
 	@test -x /usr/bin/chromium || echo "No Chromium at /usr/bin/chromium (Debian: apt-get install chromium): the browser test will be skipped."
-	$(OFFLINE) $(BIN)/python -m pytest tests notebooks --nbval --nbval-current-env \
-		--nbval-sanitize-with tests/nbval_sanitize.cfg --nbval-cell-timeout=300 -p no:cacheprovider -v -n auto --dist loadscope
+	$(OFFLINE) $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 notebooks: $(STAMP)
 	$(OFFLINE) $(BIN)/python tools/refresh_notebooks.py

@@ -23,13 +23,11 @@ def pyproject_pins() -> dict[str, str]:
     return dict(dep.split("==") for dep in pyproject_dependencies())
 
 
-def environment_pins() -> dict[str, str]:
-    pins = {}
-    for line in (REPO / "environment.yml").read_text().splitlines():
-        match = re.match(r"^\s+- ([A-Za-z0-9_.\-]+)==([^\s#]+)", line)
-        if match:
-            pins[match.group(1)] = match.group(2)
-    return pins
+def environment_pip_lines() -> list[str]:
+    """The entries of environment.yml's `pip:` section."""
+    text = (REPO / "environment.yml").read_text()
+    block = text[text.index("  - pip:"):]
+    return [m.group(1).strip() for m in re.finditer(r"^\s{6}- (.+)$", block, re.MULTILINE)]
 
 
 def test_every_dependency_is_pinned_exactly():
@@ -38,8 +36,52 @@ def test_every_dependency_is_pinned_exactly():
     assert pyproject_pins()["strands-agents"] == "1.62.0"
 
 
-def test_environment_yml_matches_pyproject():
-    assert environment_pins() == pyproject_pins()
+def test_conda_route_installs_what_make_lab_installs():
+    """environment.yml's pip section is tools/workbook.py's install line (the pins under constraints.txt), and the
+    conda, Binder and dev-container routes finish with the same script, which registers the kernel and settings."""
+    workbook = load_workbook_tool()
+    pip_install = workbook.install_commands("python", [])[0]
+    assert pip_install[pip_install.index("-c"):] == ["-c", "constraints.txt", "-e", "."]
+    assert environment_pip_lines() == ["-c constraints.txt", "-e ."]
+    assert "python tools/workbook.py setup --here" in (REPO / "environment.yml").read_text()
+    assert "python tools/workbook.py setup --here" in (REPO / "postBuild").read_text()
+    devcontainer = json.loads((REPO / ".devcontainer" / "devcontainer.json").read_text())
+    assert devcontainer["postCreateCommand"] == "python tools/workbook.py setup"
+    makefile = (REPO / "Makefile").read_text()
+    assert "$(PYTHON) tools/workbook.py setup --venv $(VENV)\n" in makefile, "make lab installs through the script"
+
+
+def load_workbook_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workbook_tool", REPO / "tools" / "workbook.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_make_test_and_the_script_run_the_same_pytest_command():
+    makefile = (REPO / "Makefile").read_text()
+    block = re.search(r"^PYTEST_ARGS := (.*?)\n\n", makefile, re.MULTILINE | re.DOTALL).group(1)
+    assert block.replace("\\\n", " ").split() == load_workbook_tool().PYTEST_ARGS
+
+
+def test_the_no_make_script_runs(tmp_path):
+    """The script itself, as a Windows user without make runs it: the plan it prints, and a clear refusal."""
+    import subprocess
+    import sys
+
+    script = str(REPO / "tools" / "workbook.py")
+    plan = subprocess.run([sys.executable, script, "test", "--dry-run", "--venv", str(tmp_path / "v")],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr
+    assert "-c constraints.txt -e .[book,test]" in plan.stdout and "ipykernel install --sys-prefix" in plan.stdout
+    assert f"{tmp_path / 'v'}/share/jupyter/lab/settings/overrides.json" in plan.stdout
+    (tmp_path / "notavenv").mkdir()
+    refused = subprocess.run([sys.executable, script, "setup", "--venv", str(tmp_path / "notavenv")],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "is not a virtual environment" in refused.stderr
+    assert list((tmp_path / "notavenv").iterdir()) == [], "nothing was written into it"
 
 
 def test_constraints_agree_with_the_pins():

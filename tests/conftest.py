@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Tests always run offline, whatever the shell exports: no Bedrock calls (paid, or hanging without credentials), and
-# no onnxruntime telemetry, and no probe of the EC2 instance-metadata address (169.254.169.254) when botocore looks for
-# credentials that a test machine does not have. Set here, before any test, kernel (nbval, papermill) or subprocess
-# starts, so all inherit it.
-os.environ["WORKBOOK_BACKEND"] = "offline"
-os.environ["ORT_DISABLE_TELEMETRY"] = "1"
-os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+# The offline environment (WORKBOOK_BACKEND=offline and the rest) is set by the repository's root conftest.py, which
+# pytest loads for every collection, notebooks/ alone included.
 
 
 @pytest.fixture

@@ -137,6 +137,21 @@ def lock_holders(path: str | os.PathLike) -> str:
     return "; ".join(described)
 
 
+def locks_of_this_process(path: str | os.PathLike) -> str:
+    """The SQLite locks this very process holds on `path` (read from /proc/locks, never opening the file), described.
+
+    The store opens SQLite through the library `_sqlite_module()` picks (`sqlean` where the standard `sqlite3` cannot
+    load extensions). SQLite tracks the locks of one library's connections in one process, but POSIX locks never
+    conflict within a process, so a lock held here through ANOTHER copy of SQLite (the standard `sqlite3`, say) is
+    invisible to this one: a write would go through and the other connection's commit would fail ("disk I/O error").
+    A writer calls this before taking its own lock, when none of its own connections should hold one; a non-empty
+    answer means: refuse. Returns "" when this process holds no lock on the file, or on systems without /proc/locks.
+    """
+    held = lock_holders(path)
+    mine = f"process {os.getpid()}:"
+    return "; ".join(part for part in held.split("; ") if mine in part) if held else ""
+
+
 def _command_line(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as file:
@@ -192,6 +207,7 @@ class SqliteVecMemoryStore:
         self.path = str(path)
         self.busy_timeout = busy_timeout
         self._lock = threading.Lock()
+        self._check_folder()
         self._db, self._module = connect(self.path, timeout=busy_timeout)
         try:
             with self._guarded("opening it"):
@@ -199,6 +215,19 @@ class SqliteVecMemoryStore:
         except BaseException:
             self._db.close()
             raise
+
+    def _check_folder(self) -> None:
+        """A store file in a folder that does not exist: say so, naming both (SQLite says only "unable to open")."""
+        if self.path == ":memory:" or self.path.startswith("file:") or not self.path:
+            return
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(folder):
+            what = "is not a folder" if os.path.exists(folder) else "does not exist"
+            raise StoreError(
+                f"Cannot open the memory store {self.path}: its folder {folder} {what}. Nothing was created. "
+                "Create the folder first (pathlib.Path(folder).mkdir(parents=True)) or point the store at an "
+                "existing one."
+            )
 
     def _failure(self, error: Exception, doing: str) -> StoreError | None:
         """The store's own error for a locked or damaged file, or None for any other database error."""

@@ -346,3 +346,22 @@ def test_evaluation_command_exits_2_from_the_shell(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr and "word2vec" in done.stderr, done.stderr
+
+
+# ---------------------------------------------------------------- issue 19.6: a store in a folder that does not exist
+
+
+@pytest.mark.parametrize("where", ["missing", "a-file"])
+def test_a_store_in_a_missing_folder_names_the_path(tmp_path, where):
+    (tmp_path / "a-file").write_text("not a folder")
+    path = tmp_path / where / "memory.db"
+
+    class Embedder:
+        model_id, dimensions = "fake-4", 4
+
+    with pytest.raises(StoreError) as raised:  # before: a raw sqlite OperationalError "unable to open database file"
+        SqliteVecMemoryStore(path, Embedder())
+    message = str(raised.value)
+    assert str(path) in message and str(tmp_path / where) in message, message
+    assert ("does not exist" if where == "missing" else "is not a folder") in message, message
+    assert not (tmp_path / "missing").exists(), "nothing was created"

@@ -1,5 +1,5 @@
 """Notebook 00's exercises, replayed: the parameter exercise through papermill, the code exercises by running the
-solution code from the notebook's own Solution block after the notebook's cells."""
+solution code from the notebook's own Solution block in new cells after "Check yourself", which is then run again."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from pathlib import Path
 import nbformat
 import papermill
 import pytest
+from notebook_runs import checks_held, ledger_text
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = NOTEBOOKS / "00_orientation.ipynb"
 
 
-def run(path: Path, tmp_path: Path, parameters: dict) -> str:
-    """Execute a notebook as the replays do and return everything its code cells printed."""
+def run(path: Path, tmp_path: Path, parameters: dict) -> tuple[str, nbformat.NotebookNode]:
+    """Execute a notebook as the replays do; return everything its code cells printed, and the run."""
     output = tmp_path / "out.ipynb"
     papermill.execute_notebook(
         str(path),
@@ -27,9 +28,10 @@ def run(path: Path, tmp_path: Path, parameters: dict) -> str:
         execution_timeout=300,
     )
     notebook = nbformat.read(output, as_version=4)
-    return "".join(
+    printed = "".join(
         out.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
     )
+    return printed, notebook
 
 
 def solution_code() -> list[str]:
@@ -39,26 +41,43 @@ def solution_code() -> list[str]:
     return re.findall(r"```python\n(.*?)```", solution, re.DOTALL)
 
 
+def check_cells(notebook: nbformat.NotebookNode) -> list[str]:
+    """The code cells of "Check yourself": from the first `Ledger()` to `ledger.report()`."""
+    code = [c.source for c in notebook.cells if c.cell_type == "code"]
+    start = next(i for i, source in enumerate(code) if "ledger = Ledger()" in source)
+    end = next(i for i, source in enumerate(code) if "ledger.report()" in source)
+    return code[start : end + 1]
+
+
 def test_exercise_1_replay_with_other_facts(tmp_path, workspace_root):
-    printed = run(NOTEBOOK, tmp_path, {"workspace": "ex_00a", "user_name": "Ada", "favorite_number": 7})
+    printed, notebook = run(NOTEBOOK, tmp_path, {"workspace": "ex_00a", "user_name": "Ada", "favorite_number": 7})
     assert "agent: Your name is Ada and your favorite number is 7." in printed
-    assert "All checks passed." in printed
+    assert "Pin" not in printed and "42" not in printed, "the default facts are gone from the replay"
+    assert checks_held(notebook), ledger_text(notebook)
+    assert "'My name is Ada and my favorite number is 7." in ledger_text(notebook), "the ledger read the new facts"
     assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_00a"]
 
 
-def test_code_exercises_2_to_4_run_after_the_notebook(tmp_path, workspace_root):
+def test_code_exercises_2_to_4_run_after_the_check_cells(tmp_path, workspace_root):
     blocks = solution_code()
     assert len(blocks) == 3, "exercises 2, 3 and 4 each have solution code"
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     notebook.cells += [nbformat.v4.new_code_cell(block) for block in blocks]
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in check_cells(notebook)]  # the checks again
     path = tmp_path / "with_solutions.ipynb"
     nbformat.write(notebook, path)
-    printed = run(path, tmp_path, {"workspace": "ex_00b"})
-    assert "All checks passed." in printed
-    assert "Your favorite number is 7." in printed  # exercise 2: the latest statement wins
-    assert "Noted: your shoe size is 38." in printed and "Your shoe size is 38." in printed  # exercise 3
-    assert "I cannot see your shoe size in this conversation." in printed  # exercise 3: the stranger
-    assert "3 turns: 6 messages" in printed  # exercise 4
+    printed, result = run(path, tmp_path, {"workspace": "ex_00b"})
+    assert checks_held(result), ledger_text(result)
+    assert ledger_text(result).count("12 of 12 claims hold") == 2, "the checks hold before and after the exercises"
+    # exercise 2: the baseline's number, then the latest statement
+    assert "before: Your favorite number is 42. | after: Your favorite number is 7." in printed
+    # exercise 3: unknown before it is said, known after, never seen by the stranger
+    assert (
+        "before: I cannot see your shoe size in this conversation. | after: Your shoe size is 38. "
+        "| stranger: I cannot see your shoe size in this conversation." in printed
+    )
+    # exercise 4: two messages per turn
+    assert re.search(r"1 turns: 2 messages\n2 turns: 4 messages\n3 turns: 6 messages\n", printed)
 
 
 @pytest.mark.parametrize(

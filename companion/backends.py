@@ -15,6 +15,8 @@ NOVA_PRO_CONTEXT_WINDOW = 300_000
 BACKEND_ENV = "WORKBOOK_BACKEND"
 DEFAULT_BEDROCK_MODEL_ID = "amazon.nova-pro-v1:0"
 DEFAULT_REGION = "us-east-1"  # the same default as companion/aws.py
+BEDROCK_ENDPOINT_ENV = "WORKBOOK_BEDROCK_ENDPOINT"
+BEDROCK_ENDPOINTS = ("aws", "local")
 
 
 class BackendError(RuntimeError):
@@ -36,6 +38,7 @@ def make_model(
     region: str | None = None,
     context_window_limit: int = NOVA_PRO_CONTEXT_WINDOW,
     endpoint_url: str | None = None,
+    bedrock_endpoint: str | None = None,
     **settings: Any,
 ) -> Model:
     """Build the model a notebook runs on.
@@ -47,6 +50,9 @@ def make_model(
         context_window_limit: The window that proactive-compression ratios are measured against.
         endpoint_url: A Bedrock endpoint to use instead of the region's (a VPC endpoint); else
             $AWS_ENDPOINT_URL_BEDROCK_RUNTIME, else the region's.
+        bedrock_endpoint: "local" (or $WORKBOOK_BEDROCK_ENDPOINT=local) runs the Bedrock backend against this
+            process's local Converse endpoint (companion/bedrock_local.py: 127.0.0.1, the offline model behind it,
+            fake credentials, nothing paid); "aws" or None: the real one.
         **settings: Further settings for the chosen model (e.g. overflow_at_tokens for the offline model).
     """
     name = resolve_backend(backend)
@@ -54,6 +60,8 @@ def make_model(
         from .offline_model import OfflineModel  # imported here: the offline model reads its limit from this module
 
         model: Model = OfflineModel(context_window_limit=context_window_limit, **settings)
+    elif resolve_bedrock_endpoint(bedrock_endpoint) == "local":
+        model = _local_bedrock_model(model_id, context_window_limit, settings)
     else:
         model = _bedrock_model(model_id, region, context_window_limit, settings, endpoint_url)
     if os.environ.get("WORKBOOK_USAGE_LOG"):  # opt-in, set by `python -m companion.replay`: see companion/usage_log.py
@@ -61,6 +69,35 @@ def make_model(
 
         model = log_usage(model, os.environ["WORKBOOK_USAGE_LOG"])
     return model
+
+
+def resolve_bedrock_endpoint(bedrock_endpoint: str | None = None) -> str:
+    """"local" or "aws": the argument, else $WORKBOOK_BEDROCK_ENDPOINT, else "aws"."""
+    name = (bedrock_endpoint or os.environ.get(BEDROCK_ENDPOINT_ENV) or "aws").strip().lower()
+    if name not in BEDROCK_ENDPOINTS:
+        raise ValueError(f"Unknown bedrock_endpoint {name!r}. Choose one of: {', '.join(BEDROCK_ENDPOINTS)}.")
+    return name
+
+
+def _local_bedrock_model(model_id: str | None, context_window_limit: int, settings: dict) -> Model:
+    """BedrockModel against this process's local endpoint, with fake credentials that only that endpoint accepts:
+    your own AWS credentials are never sent to it, and nothing leaves 127.0.0.1."""
+    import boto3
+
+    from . import aws
+    from .bedrock_local import local_bedrock
+
+    endpoint = local_bedrock()
+    session = boto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing",  # noqa: S106
+                            region_name=DEFAULT_REGION)
+    return _guarded_bedrock_class()(
+        boto_session=session,
+        boto_client_config=aws.client_config(),
+        endpoint_url=endpoint.url,
+        model_id=model_id or os.environ.get("WORKBOOK_MODEL_ID") or DEFAULT_BEDROCK_MODEL_ID,
+        context_window_limit=context_window_limit,
+        **settings,
+    )
 
 
 def _bedrock_model(

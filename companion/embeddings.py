@@ -206,3 +206,27 @@ def make_embedder(name: str = "minilm", **settings: Any) -> Embedder:
     if key == "titan":
         return TitanEmbedder(**settings)
     raise ValueError(f"Unknown embedder {name!r}. Choose one of: {', '.join(EMBEDDERS)}.")
+
+
+_TITAN_LIKE: dict[int, np.ndarray] = {}
+_MINILM: list[MiniLMEmbedder] = []
+
+
+def titan_like_vector(text: str, dimensions: int = 1024, *, normalize: bool = True) -> list[float]:
+    """A vector of Titan Text Embeddings V2's size for the local Bedrock endpoint (companion/bedrock_local.py).
+
+    Not Titan: the MiniLM vector of `text` mapped by a fixed matrix (seed 0). For 512 and 1024 dimensions the matrix
+    has orthonormal columns, so cosine similarities, and so every ranking, equal MiniLM's; at 256 it is a projection
+    and loses some. It exists so the Titan request and response cross the wire offline with Titan's shapes.
+    """
+    if not _MINILM:
+        _MINILM.append(MiniLMEmbedder())
+    base = _MINILM[0].embed([text])[0].astype(np.float64)
+    if dimensions not in _TITAN_LIKE:
+        rng = np.random.default_rng(0)
+        matrix, _ = np.linalg.qr(rng.standard_normal((max(dimensions, base.size), base.size)))
+        _TITAN_LIKE[dimensions] = matrix[:dimensions]
+    vector = _TITAN_LIKE[dimensions] @ base
+    if normalize:
+        vector = vector / (np.linalg.norm(vector) or 1.0)
+    return [round(float(x), 7) for x in vector]

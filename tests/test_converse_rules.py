@@ -1,0 +1,52 @@
+"""What Bedrock's Converse API refuses, as data (companion/converse_rules.py): each rule on its own example, with
+Bedrock's own message; valid conversations (tool pairs included) pass every rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from companion.converse_rules import RULES, ConverseValidationError, check_request, rule_rows, violations
+from conftest import assistant, user
+
+USE = {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tooluse_1", "name": "search_memory",
+                                                     "input": {"query": "codename"}}}]}
+RESULT = {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_1", "status": "success",
+                                                      "content": [{"text": "[]"}]}}]}
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r["id"] for r in RULES])
+def test_each_rule_refuses_its_own_example_and_only_for_its_reason(rule):
+    found = violations(rule["example"])
+    assert found and found[0][0] == rule["id"], found
+    with pytest.raises(ConverseValidationError) as raised:
+        check_request(rule["example"])
+    assert raised.value.rule == rule["id"]
+
+
+def test_bedrocks_messages_with_positions():
+    texts = {row["rule"]: row["Bedrock says"] for row in rule_rows()}
+    assert texts["tool-use-answered"] == "Expected toolResult blocks at messages.2.content for the following Ids: tooluse_1"
+    assert texts["tool-result-matched"] == ("The number of toolResult blocks at messages.2.content exceeds the number of "
+                                            "toolUse blocks of previous turn.")
+    assert texts["blank-text"].startswith("The text field in the ContentBlock object at messages.0.content.0 is blank.")
+    assert texts["alternating-roles"].startswith("A conversation must alternate between user and assistant roles.")
+    assert texts["first-user"].startswith("A conversation must start with a user message.")
+
+
+def test_valid_conversations_pass():
+    assert violations([user("Hi."), assistant("Hello."), user("Bye?")]) == []
+    assert violations([user("What is my codename?"), USE, RESULT, assistant("I cannot see it.")]) == []
+    check_request([user("Only one message.")])
+
+
+def test_a_crash_between_tool_use_and_result_is_refused_on_the_next_call():
+    crashed = [user("What is my codename?"), USE, user("Are you there?")]
+    assert violations(crashed)[0] == (
+        "tool-use-answered", "Expected toolResult blocks at messages.2.content for the following Ids: tooluse_1")
+
+
+def test_a_result_for_another_call_is_refused():
+    other = {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_2", "status": "success",
+                                                         "content": [{"text": "x"}]}}]}
+    found = dict(violations([user("Look."), USE, other]))
+    assert "tool-result-matched" in found and "tool-use-answered" in found

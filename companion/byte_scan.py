@@ -1,18 +1,22 @@
 """The proof that a fact is gone: read every byte under a folder and report every place the fact still appears.
 
-`scan(root, value, ...)` reads each file under `root` as raw bytes (nothing is parsed first, so a SQLite file's free
-pages, a journal or a WAL file are read like any other bytes) and looks for:
+`scan(root, value, ...)` reads each file under `root` (or the one file `root` names) as raw bytes (nothing is asked
+of the stores, so a SQLite file's free pages, a journal or a WAL file are read like any other bytes) and looks for:
 
-- the fact's text: the value, case-insensitive, as UTF-8 and as JSON writes it with non-ASCII characters escaped;
+- the fact's text, matched independently of how forget() matches it: both the value and the bytes are normalised
+  (Unicode NFKC, case folded, every run of whitespace one space), in UTF-8 and as JSON escapes non-ASCII characters;
 - the fact's text in a file or folder name (FileMemoryStore names a file after a memory's first line);
 - the fact's embedding: the first 64 bytes of the float32 vector of the fact's sentence, as a vector store keeps it;
 - index terms: a word of the value that no live row of a SQLite FTS5 table contains any more, yet whose bytes are
   still in that table's index pages (FTS5 keeps a deleted document's terms until its segments are merged);
-- the nearest memory: the user's memory whose embedding is nearest to the fact's, if it holds the value or is within
-  `NEAR` (cosine) of it, read through SQL from a memory-store file (`memories` + sqlite-vec `memory_vectors`).
+- the nearest memory: the user's memory whose embedding is nearest to the fact's, read through SQL from a
+  memory-store file (`memories` + sqlite-vec `memory_vectors`); it is a place of its own only when its text is not
+  already found above and its cosine is `NEAR` or more (the fact said another way), so no place is counted twice.
 
 Each finding is a `Place` that says which file, where in it (JSON path, markdown line, SQLite page and the table
 that owns the page, or "free page") and what was found. The scan only reads: SQLite files are opened read-only.
+What it cannot read: files that no longer exist (a deleted journal, the old version of a file replaced by a rename)
+and the disk blocks they leave behind.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +70,26 @@ def slug(text: str) -> str:
     return re.sub(r"\s+", "-", text)
 
 
+def normalise(text: str) -> str:
+    """The form both the value and the scanned text are compared in: NFKC, case folded, whitespace runs one space."""
+    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _folded_bytes(raw: bytes) -> str:
+    """A file's bytes as normalised text (bytes that are not UTF-8 become U+FFFD, so binary pages never match)."""
+    return normalise(raw.decode("utf-8", errors="replace"))
+
+
+def _text_forms(value: str) -> list[tuple[str, str]]:
+    """The normalised value, and the form JSON gives it with non-ASCII characters escaped (when that differs)."""
+    plain = normalise(value)
+    forms = [("text", plain)]
+    escaped = json.dumps(plain)[1:-1]
+    if escaped != plain:
+        forms.append(("text (JSON-escaped)", escaped.casefold()))
+    return forms
+
+
 def text_needles(value: str) -> list[tuple[str, bytes]]:
     """The byte strings that spell the value in the files the workbook writes (lower case; searched in lowered bytes)."""
     needles = [("text", value.lower().encode("utf-8"))]
@@ -77,6 +102,13 @@ def text_needles(value: str) -> list[tuple[str, bytes]]:
 def index_terms(value: str) -> list[str]:
     """The words of the value an FTS5 index keeps as terms (unicode61 tokens, lower case), 3 characters or longer."""
     return [w for w in dict.fromkeys(re.findall(r"\w+", value.lower())) if len(w) >= 3]
+
+
+def _term_bytes(term: str) -> list[bytes]:
+    """A term as it may sit in an index: as written, NFKC-folded, and without diacritics (remove_diacritics 2)."""
+    folded = normalise(term)
+    bare = "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
+    return [t.encode("utf-8") for t in dict.fromkeys([term, folded, bare])]
 
 
 def _offsets(haystack: bytes, needle: bytes) -> list[int]:
@@ -93,14 +125,13 @@ def _json_paths(data: Any, value: str, path: str = "") -> list[str]:
     if isinstance(data, dict):
         for key, item in data.items():
             here = f"{path}.{key}" if path else str(key)
-            if value in str(key).lower():
-                found.append(f"{here} (key)")
+            found += [f"{here} (key)"] * normalise(str(key)).count(value)
             found += _json_paths(item, value, here)
     elif isinstance(data, list):
         for index, item in enumerate(data):
             found += _json_paths(item, value, f"{path}[{index}]")
     elif isinstance(data, str):
-        found += [path or "(the document)"] * data.lower().count(value)
+        found += [path or "(the document)"] * normalise(data).count(value)
     return found
 
 
@@ -132,10 +163,11 @@ class _SqliteFile:
                                if kind == "table" and sql and re.search(r"using\s+fts5", sql, re.IGNORECASE)]
             for kind, name, _, rootpage, _ in schema:
                 if kind == "table" and rootpage:  # a real table (virtual tables keep their rows in shadow tables)
-                    columns = [row[1] for row in db.execute(f'PRAGMA table_info("{name}")')]
-                    test = " OR ".join(f'instr(lower(CAST("{c}" AS TEXT)), ?) > 0' for c in columns)
-                    if test and db.execute(f'SELECT count(*) FROM "{name}" WHERE {test}', [value] * len(columns)).fetchone()[0]:
-                        self.live.add(name)
+                    for row in db.execute(f'SELECT * FROM "{name}"'):
+                        cells = [c.decode("utf-8", "replace") if isinstance(c, bytes) else str(c) for c in row]
+                        if any(value in normalise(c) for c in cells):
+                            self.live.add(name)
+                            break
             self._db = db
         except module.Error:
             db.close()
@@ -171,8 +203,37 @@ class _SqliteFile:
             self._db.close()
 
 
+def _segments(path: Path, raw: bytes, sqlite_file: _SqliteFile | None, value: str) -> list[tuple[str, str, int]]:
+    """The parts of a file searched one by one, as (where, normalised text, byte offset of the part): a SQLite file's
+    pages, a JSON file's strings (with their paths), a text file's lines, or else the whole file."""
+    if sqlite_file is not None:
+        size = sqlite_file.page_size
+        return [(sqlite_file.where(start), _folded_bytes(raw[start:start + size]), start)
+                for start in range(0, len(raw), size)]
+    if path.suffix == ".json":
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            data = None
+        if data is not None:
+            return [(where, value, 0) for where in _json_paths(data, value)]
+    if path.name.endswith(("-journal", "-wal")):
+        label = "SQLite " + ("rollback journal" if path.name.endswith("-journal") else "write-ahead log")
+        return [(label, _folded_bytes(raw), 0)]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return [("bytes", _folded_bytes(raw), 0)]
+    offsets, lines = [0], text.split("\n")
+    for line in lines[:-1]:
+        offsets.append(offsets[-1] + len((line + "\n").encode("utf-8")))
+    return [(f"line {number}", normalise(line), offset) for number, (line, offset) in enumerate(zip(lines, offsets), 1)]
+
+
 def _files(root: Path) -> list[Path]:
-    """Every regular file under root, symbolic links not followed, in a stable order."""
+    """Every regular file under root (or root itself, if it is a file), symbolic links not followed, in a stable order."""
+    if root.is_file() and not root.is_symlink():
+        return [root]
     found = []
     for folder, dirs, names in os.walk(root, followlinks=False):
         dirs.sort()
@@ -189,7 +250,7 @@ def scan(
     user: str | None = None,
     memory_files: Sequence[str] = ("memory.db",),
 ) -> ScanReport:
-    """Every place under `root` where `value` (the fact's text) or its embedding still appears.
+    """Every place under `root` (a folder, or one file) where `value` (the fact's text) or its embedding appears.
 
     `sentence` is the memory the fact was stored as (e.g. "The user's home address is 12 Harbour Lane."); with an
     `embedder` its embedding is searched for as bytes, and the nearest memory of `user` in each of `memory_files`
@@ -198,8 +259,8 @@ def scan(
     root = Path(root)
     if not value or not value.strip():
         raise ValueError("scan needs the fact's text to look for; got an empty value.")
-    lowered_value = value.lower()
-    needles = text_needles(value)
+    wanted = normalise(value).strip()
+    forms = _text_forms(wanted)
     vector_bytes = b""
     fact_vector = None
     if embedder is not None and sentence:
@@ -208,34 +269,32 @@ def scan(
     places: list[Place] = []
     total = 0
     files = _files(root) if root.exists() else []
-    name_needles = {lowered_value, slug(value)} - {""}
+    base = root.parent if root.is_file() else root
+    name_needles = {wanted, slug(value)} - {""}
     for path in files:
-        relative = path.relative_to(root).as_posix()
-        if any(n in relative.lower() for n in name_needles):
+        relative = path.relative_to(base).as_posix()
+        if any(n in normalise(relative) for n in name_needles):
             places.append(Place(relative, "file name", "text in a file or folder name"))
         raw = path.read_bytes()
         total += len(raw)
         lowered = raw.lower()
-        sqlite_file = _SqliteFile(path, raw, lowered_value) if raw.startswith(SQLITE_HEADER) else None
-        json_paths: list[str] = []
-        if path.suffix == ".json":
-            try:
-                json_paths = _json_paths(json.loads(raw.decode("utf-8")), lowered_value)
-            except (ValueError, UnicodeDecodeError):
-                json_paths = []
-        hits = sorted((offset, label) for label, needle in needles for offset in _offsets(lowered, needle))
-        for number, (offset, label) in enumerate(hits):
-            if sqlite_file is not None:
-                where = sqlite_file.where(offset)
-            elif path.suffix == ".json" and len(json_paths) == len(hits):
-                where = json_paths[number]
-            elif path.suffix == ".md":
-                where = f"line {raw.count(NEWLINE, 0, offset) + 1}"
-            elif path.name.endswith(("-journal", "-wal")):
-                where = "SQLite " + ("rollback journal" if path.name.endswith("-journal") else "write-ahead log")
-            else:
-                where = "bytes"
-            places.append(Place(relative, where, label, offset))
+        sqlite_file = _SqliteFile(path, raw, wanted) if raw.startswith(SQLITE_HEADER) else None
+        found_here = 0
+        for where, text, start in _segments(path, raw, sqlite_file, wanted):
+            for label, form in forms:
+                hits = text.count(form)
+                if not hits:
+                    continue
+                page = lowered[start:start + sqlite_file.page_size] if sqlite_file else b""
+                raw_offsets = [start + o for o in _offsets(page, form.encode("utf-8"))]
+                for number in range(hits):
+                    offset = raw_offsets[number] if number < len(raw_offsets) else (start if sqlite_file else None)
+                    places.append(Place(relative, where, label, offset))
+                found_here += hits
+        whole = _folded_bytes(raw)  # a second count over the whole file: a match across a page or line boundary
+        across = sum(whole.count(form) for _, form in forms) - found_here
+        if path.suffix != ".json":
+            places += [Place(relative, "across a page or line boundary", "text")] * max(across, 0)
         if vector_bytes:
             for offset in _offsets(raw, vector_bytes):
                 where = sqlite_file.page(offset) if sqlite_file else "bytes"
@@ -246,7 +305,8 @@ def scan(
                 for term in index_terms(value):
                     if sqlite_file.live_term(table, term):
                         continue
-                    for offset in _offsets(lowered, term.encode("utf-8")):
+                    offsets = sorted({o for form in _term_bytes(term) for o in _offsets(lowered, form)})
+                    for offset in offsets:
                         if offset // sqlite_file.page_size + 1 in pages:
                             page = offset // sqlite_file.page_size + 1
                             places.append(Place(relative, f"page {page} ({table}_data): an FTS5 index segment",
@@ -257,8 +317,10 @@ def scan(
         for path in files:
             if path.name in memory_files and path.read_bytes()[:16] == SQLITE_HEADER:
                 nearest = nearest_memory(path, fact_vector, user)
-                if nearest and (lowered_value in nearest["content"].lower() or nearest["cosine"] >= NEAR):
-                    places.append(Place(path.relative_to(root).as_posix(), f"row {nearest['id']}: {nearest['content']!r}",
+                # A row whose text holds the value is already among the places above (its page); only a memory
+                # that says the fact another way (close by meaning, no matching text) is a place of its own.
+                if nearest and wanted not in normalise(nearest["content"]) and nearest["cosine"] >= NEAR:
+                    places.append(Place(path.relative_to(base).as_posix(), f"row {nearest['id']}: {nearest['content']!r}",
                                         f"nearest memory to the fact (cosine {nearest['cosine']:.3f})"))
     return ScanReport(places, len(files), total, nearest)
 

@@ -15,6 +15,15 @@ every statement of them:
 - markdown files (`FileMemoryStore`, `memory/<user>/`): the lines are removed; a file left with no fact is deleted,
   and a file whose name spells the fact is renamed.
 
+The order is: the database rows are deleted and committed first, then the files are replaced one by one, then the
+database file is rebuilt (VACUUM). `observe(what, path)`, if given, is called with each transient file while it still
+exists (the database's rollback journal just before the commit, each old file just before it is replaced or deleted,
+each new file's temporary copy just before its rename, the database file just before VACUUM), so a caller can scan
+bytes that are gone from the folder once forget() returns.
+
+The store's SQLite library (`sqlean` here) cannot see a lock that this same process holds through another copy of
+SQLite (the standard `sqlite3`): forget() reads the kernel's lock table first and refuses, naming the holder.
+
 `user=None` forgets the key for every user: the mistake of a delete without a scope, kept for notebook 09's exercise.
 Before anything changes, every store is checked (present, readable, the database lock taken): a missing or locked
 store, an unknown user or a fact that is not stored raises a `ForgetError` and nothing is changed.
@@ -26,6 +35,8 @@ import json
 import os
 import re
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +45,7 @@ from . import facts
 from .byte_scan import slug
 from .messages import SUMMARY_REQUEST, message_text
 from .session_files import CorruptSessionError, read_json
-from .vector_store import connect, lock_holders
+from .vector_store import connect, lock_holders, locks_of_this_process
 
 FORGOTTEN = "[forgotten at the user's request]"
 """What a message's text becomes when every sentence in it stated the forgotten fact."""
@@ -224,6 +235,28 @@ def _db_failure(stores: Stores, error: Exception, module: Any) -> StoreUnavailab
                                  "Nothing was changed in any store.")
 
 
+def _no_lock_of_this_process(stores: Stores, busy_timeout: float) -> None:
+    """Wait up to busy_timeout for every lock this process holds on the database to go; refuse if one stays."""
+    deadline = time.monotonic() + busy_timeout
+    while held := locks_of_this_process(stores.vectors):
+        if time.monotonic() >= deadline:
+            raise StoreUnavailableError(
+                f"The vector store {stores.vectors} is locked by {held}. That lock was taken through another copy of "
+                "SQLite than the store's (for example the standard sqlite3 module; the store uses "
+                f"{_library_name()}), which cannot see it, so forget() refuses rather than "
+                "write under it. Nothing was changed in any store: commit or close that connection (or finish the "
+                "transaction), then run forget() again."
+            )
+        time.sleep(0.05)
+
+
+def _library_name() -> str:
+    from .vector_store import _sqlite_module
+
+    module = _sqlite_module()
+    return f"{module.__name__} (SQLite {module.sqlite_version})"
+
+
 def known_users(stores: Stores, busy_timeout: float = 1.0) -> list[str]:
     """Every user any store holds something of: agent.state's user_id, the vector rows' metadata, memory/<user>/."""
     _check_present(stores)
@@ -246,7 +279,10 @@ def _summarize(summarizer: Any, messages: list[dict[str, Any]]) -> dict[str, Any
     return {"role": "user", "content": [dict(block) for block in result.message["content"]]}
 
 
-def _replace(path: Path, text: str) -> None:
+Observer = Callable[[str, Path], None]
+
+
+def _replace(path: Path, text: str, observe: Observer | None = None) -> None:
     """Write a file whole as the SDK does (a new file in the same folder, renamed over the old one; never through a
     symbolic link)."""
     if path.is_symlink():
@@ -255,6 +291,10 @@ def _replace(path: Path, text: str) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as file:
             file.write(text)
+        if observe is not None:
+            observe("temporary file", Path(temporary))
+            if path.exists():
+                observe("old file", path)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -269,6 +309,7 @@ def forget(
     summarizer: Any = None,
     rewrite_summaries: bool = True,
     busy_timeout: float = 1.0,
+    observe: Observer | None = None,
 ) -> ForgetReport:
     """Remove `user`'s fact `key` from every store (see the module docstring); `user=None` means every user.
 
@@ -280,6 +321,8 @@ def forget(
     if not isinstance(key, str) or not key.strip():
         raise ForgetError(f"forget() needs the fact's key, e.g. 'home address'; got {key!r}. Nothing was changed.")
     _check_present(stores)
+    # First, before any connection of ours opens the file: closing one would drop a lock taken through another SQLite.
+    _no_lock_of_this_process(stores, busy_timeout)
     users = known_users(stores, busy_timeout)
     if user is not None and user not in users:
         raise UnknownUserError(
@@ -371,10 +414,12 @@ def forget(
     doomed = [r for r in rows if mentions(r[1], key, values)]
 
     # 3. Take the database's write lock; a locked store stops everything here, before any change.
+    _no_lock_of_this_process(stores, busy_timeout)
     db, module = connect(stores.vectors, timeout=busy_timeout)
     db.isolation_level = None
     try:
         db.execute("PRAGMA secure_delete = ON")
+        db.execute("PRAGMA temp_store = MEMORY")  # VACUUM builds its copy in memory, not in a file under /tmp
         try:
             db.execute("BEGIN IMMEDIATE")
         except module.DatabaseError as error:
@@ -395,6 +440,9 @@ def forget(
                 f"The values {values} of {key!r} for {scope} are stated nowhere forget() can remove them "
                 "(they are already gone). Nothing was changed."
             )
+        journal = stores.vectors.with_name(stores.vectors.name + "-journal")
+        if observe is not None and journal.exists():
+            observe("rollback journal", journal)
         db.execute("COMMIT")
         if doomed:
             report.changes.append(Change(
@@ -403,12 +451,16 @@ def forget(
                 "(secure_delete on, FTS5 index merged)"))
         # 4. The files, each replaced whole (write a new file, then rename it over the old one).
         for path, text in writes.items():
-            _replace(path, text)
+            _replace(path, text, observe)
         for path in deletes:
             if path not in writes:
+                if observe is not None:
+                    observe("old file", path)
                 path.unlink()
         # 5. Rebuild the database file so no free page keeps bytes of deleted rows.
         if doomed:
+            if observe is not None:
+                observe("database before VACUUM", stores.vectors)
             db.execute("VACUUM")
             report.changes.append(Change("vector store", stores.show(stores.vectors), "VACUUM: the file rebuilt, no free pages"))
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -256,3 +257,57 @@ def test_user_scoped_vectors_search_only_their_user(tmp_path, embedder):
     assert {json.loads(m)["user"] for (m,) in db.execute("SELECT metadata FROM memories")} == {"ada", "grace"}
     db.close()
     store.close()
+
+
+def test_a_lock_held_in_this_process_through_the_standard_sqlite3(stores):
+    """Issue 19.4: the store's SQLite (sqlean) cannot see a lock this process holds through the standard sqlite3;
+    before the fix forget() reported success and the other connection's commit failed with "disk I/O error"."""
+    other = sqlite3.connect(stores.vectors, isolation_level=None)  # the standard library's SQLite, this process
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO store_info VALUES ('written by', 'the other connection')")
+    # Reading memory.db here would close a file descriptor on it, which drops every POSIX lock this process holds
+    # on the file (the other connection's too): the database is compared by its rows below instead.
+    def files():
+        return {p.relative_to(stores.root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(stores.root.rglob("*")) if p.is_file() and not p.name.startswith("memory.db")}
+
+    before = files()
+    try:
+        with pytest.raises(StoreUnavailableError, match=rf"locked by a connection in this same process \(process {os.getpid()}"):
+            forget(stores, KEY, user="ada", summarizer=OfflineModel(), busy_timeout=0.2)
+        assert files() == before, "no session or markdown file was changed while the lock was held"
+        other.execute("COMMIT")  # the other connection's write goes through (before the fix: "disk I/O error")
+    finally:
+        other.close()
+    check = sqlite3.connect(stores.vectors)
+    assert ("written by", "the other connection") in check.execute("SELECT * FROM store_info").fetchall()
+    assert check.execute("SELECT count(*) FROM memories WHERE content LIKE '%Harbour Lane%'").fetchone()[0] == 1
+    check.close()
+    report = forget(stores, KEY, user="ada", summarizer=OfflineModel())  # once it is released, forget works
+    assert any(c.store == "vector store" for c in report.changes)
+
+
+def test_forget_shows_its_transient_files_while_they_exist(stores, embedder):
+    """The rollback journal, the old files and the temporary files are scanned while they exist (the observer)."""
+    seen = []
+
+    def observe(what, path):
+        seen.append((what, path.name, len(scan(path, USERS["ada"][0]).places)))
+
+    forget(stores, KEY, user="ada", summarizer=OfflineModel(), observe=observe)
+    kinds_seen = {what for what, _, _ in seen}
+    assert kinds_seen == {"rollback journal", "old file", "temporary file", "database before VACUUM"}, seen
+    assert all(n > 0 for what, _, n in seen if what == "rollback journal"), "the journal holds the deleted rows' pages"
+    assert all(n == 0 for what, _, n in seen if what in ("temporary file", "database before VACUUM")), seen
+    assert not stores.vectors.with_name("memory.db-journal").exists() and not list(stores.root.rglob(".forget_*"))
+
+
+def test_the_scan_normalises_case_whitespace_and_unicode(tmp_path):
+    """The scan does not share forget()'s matching: NFKC, case folding and whitespace runs are normalised."""
+    (tmp_path / "a.md").write_text("* lives at １２　HARBOUR\tlane\n", encoding="utf-8")  # full-width digits and space
+    (tmp_path / "b.txt").write_text("12 Harbour\nLane", encoding="utf-8")  # across a line
+    found = scan(tmp_path, "12 Harbour Lane").places
+    assert ("a.md", "line 1") in {(p.file, p.where) for p in found}
+    assert ("b.txt", "across a page or line boundary") in {(p.file, p.where) for p in found}
+    assert redact_text("* lives at １２　HARBOUR\tlane", KEY, ["12 Harbour Lane"]) != FORGOTTEN, (
+        "forget's own matching misses it: the scan is a second method")

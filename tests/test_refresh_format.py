@@ -5,13 +5,19 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import re
+import sys
+from pathlib import Path
 
 import nbformat
 import pytest
+
 from conftest import REPO
 
-JUPYTER = REPO / ".venv" / "share" / "jupyter"
+# Where JupyterLab installed its settings schemas: this environment's data folder (the .venv of `make test`, or the
+# conda/Binder environment of `tools/workbook.py setup --here`) and the repository's .venv.
+JUPYTER_DIRS = list(dict.fromkeys([Path(sys.prefix) / "share" / "jupyter", REPO / ".venv" / "share" / "jupyter"]))
 OVERRIDES = json.loads((REPO / "tools" / "jupyterlab-overrides.json").read_text())
 
 spec = importlib.util.spec_from_file_location("refresh_notebooks", REPO / "tools" / "refresh_notebooks.py")
@@ -20,15 +26,37 @@ spec.loader.exec_module(refresh)
 
 
 def schema_of(plugin_id: str) -> dict:
-    """The settings schema JupyterLab installed for `plugin_id` ("@scope/package:plugin")."""
-    package, plugin = plugin_id.split(":")
-    for path in (
-        JUPYTER / "lab" / "schemas" / package / f"{plugin}.json",
-        JUPYTER / "labextensions" / package / "schemas" / package / f"{plugin}.json",
-    ):
-        if path.is_file():
-            return json.loads(path.read_text())
-    pytest.skip(f"no installed schema for {plugin_id} (run `make lab` or `make test` first)")
+    """The settings schema JupyterLab installed for `plugin_id` ("@scope/package:plugin").
+
+    A missing schema FAILS: a misspelt or renamed id is exactly what this check exists to catch (JupyterLab silently
+    ignores settings of a plugin it does not have). Only when JupyterLab itself is not installed here is it skipped,
+    and under CI=true that fails too."""
+    package, _, plugin = plugin_id.partition(":")
+    for root in JUPYTER_DIRS:
+        for path in (root / "lab" / "schemas" / package / f"{plugin}.json",
+                     root / "labextensions" / package / "schemas" / package / f"{plugin}.json"):
+            if path.is_file():
+                return json.loads(path.read_text())
+    if not any((root / "lab" / "schemas" / "@jupyterlab").is_dir() for root in JUPYTER_DIRS):
+        message = f"JupyterLab's settings schemas are not installed in {JUPYTER_DIRS} (run `make lab` or `make test` first)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI: {message}")
+        pytest.skip(message)
+    pytest.fail(f"no installed schema for {plugin_id!r} in {JUPYTER_DIRS}: a misspelt or renamed plugin id? "
+                "JupyterLab ignores settings of a plugin it does not have")
+
+
+def test_a_misspelt_plugin_id_fails_not_skips():
+    assert "autosave" in schema_of("@jupyterlab/docmanager-extension:plugin")["properties"]
+    for wrong in ("@jupyterlab/docmanager-extension:plugn", "@jupyterlab/docmanager-extensions:plugin", "no-colon"):
+        try:
+            schema_of(wrong)
+        except pytest.fail.Exception as failure:
+            assert "no installed schema for" in str(failure)
+        except pytest.skip.Exception as skipped:
+            raise AssertionError(f"{wrong}: skipped instead of failing ({skipped})") from None
+        else:
+            raise AssertionError(f"{wrong}: a schema was found for an id JupyterLab does not have")
 
 
 def test_autosave_is_off_and_widget_state_is_not_saved():

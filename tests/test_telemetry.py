@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import REPO
 
 SECONDS = 30
@@ -55,7 +56,10 @@ def test_no_telemetry_files_in_home(embedding_run):
 def test_no_dns_query(embedding_run):
     _, trace = embedding_run
     if trace is None:
-        pytest.skip("strace is not installed: the system-call check (no DNS query) did not run (.ci/run installs it)")
+        message = "strace is not installed: the system-call check (no DNS query) did not run (.ci/run installs it)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI: {message}")  # in CI a missing tool fails the run; it never passes with the check skipped
+        pytest.skip(message)
     dns = [line for line in trace.splitlines() if re.search(r"(connect|sendto)\(.*htons\(53\)", line)]
     assert dns == [], "DNS queries (port 53):\n" + "\n".join(dns[:5])
     assert "events.data.microsoft" not in trace
@@ -74,3 +78,40 @@ def test_every_entry_point_disables_it():
     assert done.stdout.strip() == "1", (done.stdout, done.stderr)
     embeddings = (REPO / "companion" / "embeddings.py").read_text()
     assert embeddings.index('os.environ["ORT_DISABLE_TELEMETRY"] = "1"') < embeddings.index("import onnxruntime")
+
+
+def test_ci_fails_when_a_tool_it_installs_is_missing(tmp_path):
+    """.ci/run stops with an error, before the tests, when strace or Chromium cannot be installed: CI never goes on
+    with the no-DNS check or the browser test skipped. Run here with stand-ins: an apt-get that fails and a `make`
+    that only records that it was reached."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("dirname", "env"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    (bin_dir / "apt-get").write_text("#!/bin/sh\necho 'E: Unable to locate package' >&2\nexit 100\n")
+    (bin_dir / "make").write_text(f"#!/bin/sh\n: > {tmp_path / 'make-ran'}\n")
+    (bin_dir / "strace").write_text("#!/bin/sh\nexit 0\n")
+    for stub in ("apt-get", "make", "strace"):
+        (bin_dir / stub).chmod(0o755)
+    chromium = tmp_path / "chromium"
+    chromium.write_text("#!/bin/sh\nexit 0\n")
+    chromium.chmod(0o755)
+    bash = shutil.which("bash")
+
+    def ci(*, strace: bool, chromium_at) -> subprocess.CompletedProcess:
+        if not strace:
+            (bin_dir / "strace").unlink(missing_ok=True)
+        env = {"PATH": str(bin_dir), "HOME": str(tmp_path), "WORKBOOK_CHROMIUM": str(chromium_at)}
+        return subprocess.run([bash, str(REPO / ".ci" / "run")], env=env, capture_output=True, text=True, timeout=60)
+
+    ran = ci(strace=True, chromium_at=chromium)  # both tools present: the tests run
+    assert ran.returncode == 0 and (tmp_path / "make-ran").exists(), ran.stderr
+    (tmp_path / "make-ran").unlink()
+
+    no_chromium = ci(strace=True, chromium_at=tmp_path / "no-chromium")
+    assert no_chromium.returncode != 0 and "Chromium could not be installed" in no_chromium.stderr, no_chromium.stderr
+    assert not (tmp_path / "make-ran").exists(), "the tests ran without Chromium: the browser test would be skipped"
+
+    no_strace = ci(strace=False, chromium_at=chromium)
+    assert no_strace.returncode != 0 and "strace could not be installed" in no_strace.stderr, no_strace.stderr
+    assert not (tmp_path / "make-ran").exists(), "the tests ran without strace: the no-DNS check would be skipped"

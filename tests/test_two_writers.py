@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from strands import Agent
 from strands.session import FileSessionManager
@@ -46,10 +48,29 @@ def test_barrier_times_out_with_a_message(tmp_path):
         barrier(tmp_path, "started", "alone", peers=2, timeout=0.05)
 
 
-def test_turn_lock_is_reentrant_across_blocks_and_next_to_the_session(tmp_path):
+def test_turn_lock_is_released_after_each_block_and_is_not_reentrant(tmp_path):
+    """The lock is next to the session, is free again after a block, and is NOT reentrant: a second `turn_lock` on
+    the same path while the first is held (nested in the same process, or from another thread) waits for the first to
+    be released. Nesting it in one thread would therefore wait forever: hold it once around restore + turn.
+
+    (turn_lock's source is printed in notebook 01 as the lesson, so it stays this plain flock; the nested attempt is
+    made from a second thread here so the test can observe the wait instead of hanging.)"""
     path = lock_path(tmp_path, "demo")
     assert path.name == "session_demo.lock" and path.parent == tmp_path
     with turn_lock(path):
-        pass
-    with turn_lock(path):
         assert path.exists()
+    with turn_lock(path):  # released after the first block: the second one gets it at once
+        pass
+
+    entered = threading.Event()
+
+    def nested() -> None:
+        with turn_lock(path):
+            entered.set()
+
+    with turn_lock(path):
+        inner = threading.Thread(target=nested, daemon=True)
+        inner.start()
+        assert not entered.wait(1.0), "a second turn_lock on the same path was granted while the first was held"
+    assert entered.wait(10), "the waiting turn_lock got the lock once the first block ended"
+    inner.join(10)

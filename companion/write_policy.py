@@ -67,6 +67,8 @@ SENSITIVE_KEYS = (
 
 _ABOUT_USER = r"^(?:the\s+)?user(?:'s)?\b|^(?:i|i'm|i've|i'd|my|me)\b"
 
+_SUBJECT = re.compile(r"^(?:the\s+)?user(?:'s)?\b|^(?:i'm|i've|i'd|i|my|me)\b", re.IGNORECASE)
+
 _INSTRUCTION_PATTERNS: list[tuple[str, str]] = [
     ("imperative", r"^(?:please\s+)?(?:always|never|do not|don't|ignore|disregard|forget|override|bypass|skip|approve|"
                    r"send|forward|grant|treat|trust|reply|answer|tell|allow|execute|run|delete|transfer|share|email)\b"),
@@ -83,8 +85,80 @@ _INSTRUCTION_PATTERNS: list[tuple[str, str]] = [
     ("changes the rules", r"\b(?:system prompt|instructions?|from now on|henceforth|going forward|new rule|policy is)\b"),
 ]
 _INSTRUCTIONS = [(name, re.compile(pattern, re.IGNORECASE)) for name, pattern in _INSTRUCTION_PATTERNS]
-_QUOTED = re.compile(r"“[^”]*”|\"[^\"]*\"|'[^']{12,}'|^\s*>.*$", re.MULTILINE)
-_MEMORY_BLOCK = re.compile(r"<memory\b.*?</memory>", re.DOTALL | re.IGNORECASE)
+_MEMORY_OPEN = re.compile(r"<memory\b", re.IGNORECASE)
+_MEMORY_CLOSE = re.compile(r"</memory>", re.IGNORECASE)
+_SINGLE_QUOTED = re.compile(r"'(?=[^']{12,}')")  # a single quote that opens a passage of at least 12 characters
+_WHITESPACE = re.compile(r"\s*")
+
+MAX_ENTRY_CHARS = 500
+"""The longest memory the policy judges (characters); a longer entry is refused as input, unread."""
+MAX_ENTRIES_PER_CALL = 20
+"""The most entries one ``add_memory`` call may carry; a call with more is refused whole, with one audit line."""
+SHOWN_VALUES = 5
+"""How many foreign values a reason names; the rest are counted."""
+PREVIEW_CHARS = 200
+"""How much of an over-long or malformed input a reason or an audit line shows; the rest is counted."""
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A bounded text form of any value: its first `limit` characters, and how many were left out."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def _without_memory_blocks(text: str) -> str:
+    """`text` with every ``<memory ...>...</memory>`` block replaced by a space (linear time, however many blocks
+    open and never close)."""
+    parts, position = [], 0
+    while (opening := _MEMORY_OPEN.search(text, position)) is not None:
+        closing = _MEMORY_CLOSE.search(text, opening.end())
+        if closing is None:  # no block closes after this one, so none after any later opening either
+            break
+        parts += [text[position:opening.start()], " "]
+        position = closing.end()
+    return "".join(parts) + text[position:]
+
+
+def _without_quoted_lines(text: str) -> str:
+    """`text` with every line whose first non-blank character is ">" (an e-mail quote) replaced by a space."""
+    return "\n".join(" " if line.lstrip().startswith(">") else line for line in text.split("\n"))
+
+
+def _without_quotes(text: str) -> str:
+    """`text` with every quoted passage replaced by a space: “...”, "..." and '...' (at least 12 characters inside).
+
+    Scans left to right and takes the leftmost passage first, as one regular expression would, but in linear time:
+    the next opening of each kind is searched for only once the scan has passed the last one found, and a quote mark
+    that nothing closes later is never searched from again.
+    """
+    last = {"“": text.rfind("”"), '"': text.rfind('"')}
+    closers = {"“": "”", '"': '"', "'": "'"}
+    found: dict[str, int] = {}  # the next opening of each kind at or after the scan's position (-1: none left)
+
+    def next_opening(kind: str, position: int) -> int:
+        if kind in found and (found[kind] == -1 or found[kind] >= position):
+            return found[kind]
+        if kind == "'":
+            match = _SINGLE_QUOTED.search(text, position)
+            at = match.start() if match is not None else -1
+        else:
+            at = text.find(kind, position)
+            at = at if 0 <= at < last[kind] else -1
+        found[kind] = at
+        return at
+
+    parts, position = [], 0
+    while True:
+        starts = [(at, kind) for kind in closers if (at := next_opening(kind, position)) != -1]
+        if not starts:
+            break
+        start, kind = min(starts)
+        end = text.find(closers[kind], start + 1) + 1
+        parts += [text[position:start], " "]
+        position = end
+    return "".join(parts) + text[position:]
 
 
 def _stem(word: str) -> str:
@@ -96,7 +170,26 @@ def _stem(word: str) -> str:
     return word
 
 
-def grounding(entry: str, source: str) -> float:
+class _Source:
+    """What the rules compare an entry with, computed once per turn: the text lower-cased, its word stems and its
+    whitespace-separated tokens (so a long turn is read once, not once per entry or per token)."""
+
+    def __init__(self, text: str) -> None:
+        self.lower = text.lower()
+        self.stems = {_stem(w) for w in words(text)}
+        self.tokens = {t.strip(_TOKEN_EDGES) for t in self.lower.split()}
+        self.tokens |= {t.removesuffix("'s") for t in self.tokens}
+
+    def contains(self, token: str) -> bool:
+        """Whether the text contains `token` (lower case) anywhere, whole tokens checked first."""
+        return token in self.tokens or token in self.lower
+
+
+def _source(source: str | _Source) -> _Source:
+    return source if isinstance(source, _Source) else _Source(source)
+
+
+def grounding(entry: str, source: str | _Source) -> float:
     """The share of the entry's content words that the source text contains (1.0 when the entry has none).
 
     Words are compared after folding plurals and third-person verbs ("prefers" counts as "prefer").
@@ -104,27 +197,41 @@ def grounding(entry: str, source: str) -> float:
     wanted = {_stem(w) for w in words(entry)}
     if not wanted:
         return 1.0
-    have = {_stem(w) for w in words(source)}
+    have = _source(source).stems
     return sum(w in have for w in wanted) / len(wanted)
 
 
 _TOKEN_EDGES = ".,;:!?\"'()[]{}<>“”"
 _NOT_VALUES = {"the", "user", "user's", "i", "i'm", "my"}
+_VALUE_LIKE = re.compile(r"[\d@]")
 
 
-def foreign_values(entry: str, source: str) -> list[str]:
+def foreign_values(entry: str, source: str | _Source) -> list[str]:
     """The value-like tokens of an entry (a number, an address, a name: anything with a digit or "@", or capitalised
-    after the first word) that the source text does not contain."""
-    have = source.lower()
-    found = []
+    after the first word) that the source text does not contain, each once, in the entry's order.
+
+    Each distinct token is looked up once, first among the source's own tokens (a set), and only then as a substring,
+    so the time grows with the entry's distinct values, not with the entry's length times the source's.
+    """
+    index = _source(source)
+    found: dict[str, None] = {}
+    checked: set[str] = set()
     for position, raw in enumerate(entry.split()):
         token = raw.strip(_TOKEN_EDGES).removesuffix("'s")
-        if not token or token.lower() in _NOT_VALUES:
+        key = token.lower()
+        if not token or key in _NOT_VALUES or token in checked:
             continue
-        if re.search(r"[\d@]", token) or (position > 0 and token[0].isupper()):
-            if token.lower() not in have:
-                found.append(token)
-    return found
+        if _VALUE_LIKE.search(token) or (position > 0 and token[0].isupper()):
+            checked.add(token)
+            if not index.contains(key):
+                found[token] = None
+    return list(found)
+
+
+def _listed(values: Sequence[str], shown: int = SHOWN_VALUES) -> str:
+    """Values for a reason: the first `shown` (each cut to 40 characters), then how many more there are."""
+    names = ", ".join(preview(v, 40) for v in values[:shown])
+    return names + (f" and {len(values) - shown:,} more" if len(values) > shown else "")
 
 
 def owner_turn_text(messages: Sequence[dict[str, Any]]) -> str:
@@ -138,8 +245,7 @@ def owner_turn_text(messages: Sequence[dict[str, Any]]) -> str:
             continue
         texts = [block["text"] for block in message["content"] if "text" in block]
         if texts:
-            text = _MEMORY_BLOCK.sub(" ", "\n".join(texts))
-            return _QUOTED.sub(" ", text)
+            return _without_quotes(_without_quoted_lines(_without_memory_blocks("\n".join(texts))))
     return ""
 
 
@@ -162,27 +268,43 @@ class WritePolicy:
         min_grounding: The share of an entry's content words that must appear in the owner's own text.
         confirm_sensitive: Ask the user before writing a sensitive key (False: write it like any other fact).
         sensitive_keys: Words that make a key sensitive.
+        max_entry_chars: The longest entry judged; a longer one is refused as input (rule "input").
     """
 
     owner: str
     min_grounding: float = 0.8
     confirm_sensitive: bool = True
     sensitive_keys: Sequence[str] = SENSITIVE_KEYS
+    max_entry_chars: int = MAX_ENTRY_CHARS
 
-    def judge(self, entry: str, turn_text: str | None, speaker: str | None) -> Decision:
+    def judge(self, entry: Any, turn_text: str | None, speaker: str | None) -> Decision:
         """Decide one entry, given the owner's own text of this turn and who said the turn (None: unknown)."""
+        return self._judge(entry, None if turn_text is None else _Source(_text_or_empty(turn_text)), speaker)
+
+    def judge_all(self, entries: Sequence[Any], turn_text: str | None, speaker: str | None) -> list[Decision]:
+        """Decide several entries (one add_memory call); the turn is read once for all of them."""
+        source = None if turn_text is None else _Source(_text_or_empty(turn_text))
+        return [self._judge(entry, source, speaker) for entry in entries]
+
+    def _judge(self, entry: Any, source: _Source | None, speaker: str | None) -> Decision:
+        refused = self._malformed(entry)
+        if refused is not None:
+            return Decision(entry if isinstance(entry, str) else preview(entry), "deny", "input", refused)
         text = re.sub(r"\s+", " ", entry).strip()
         if speaker is not None and speaker != self.owner:
-            return Decision(entry, "deny", "speaker", f"said by {speaker!r}, not by the memory's owner {self.owner!r}")
-        if turn_text is not None:
-            share = grounding(text, turn_text)
+            return Decision(entry, "deny", "speaker",
+                            f"said by {preview(speaker, 60)!r}, not by the memory's owner {self.owner!r}")
+        if source is not None:
+            share = grounding(text, source)
             if share < self.min_grounding:
                 return Decision(entry, "deny", "provenance",
                                 f"only {share:.0%} of its words are in the user's own words this turn")
-            foreign = foreign_values(text, turn_text)
+            foreign = foreign_values(text, source)
             if foreign:
-                return Decision(entry, "deny", "provenance", f"{', '.join(foreign)}: not in the user's own words this turn")
-        if not re.search(_ABOUT_USER, text, re.IGNORECASE) and not re.match(rf"^{re.escape(self.owner)}\b", text, re.IGNORECASE):
+                return Decision(entry, "deny", "provenance",
+                                f"{_listed(foreign)}: not in the user's own words this turn")
+        if not re.search(_ABOUT_USER, text, re.IGNORECASE) and not re.match(rf"^{re.escape(self.owner)}\b", text,
+                                                                            re.IGNORECASE):
             return Decision(entry, "deny", "about the user", "it states something about someone or something else")
         for name, pattern in _INSTRUCTIONS:
             if pattern.search(text):
@@ -194,9 +316,21 @@ class WritePolicy:
                 return Decision(entry, "confirm", "sensitive key", f"mentions {key!r}")
         return Decision(entry, "allow", "-", "passes every rule")
 
-    def judge_all(self, entries: Sequence[str], turn_text: str | None, speaker: str | None) -> list[Decision]:
-        """Decide several entries (one add_memory call)."""
-        return [self.judge(entry, turn_text, speaker) for entry in entries]
+    def _malformed(self, entry: Any) -> str | None:
+        """Why an entry cannot be judged as a memory at all (None: it can)."""
+        if not isinstance(entry, str):
+            return f"not a text but {type(entry).__name__}: a memory is a sentence"
+        if not entry.strip():
+            return "empty: it states nothing"
+        if len(entry) > self.max_entry_chars:
+            return f"{len(entry):,} characters: longer than a memory (at most {self.max_entry_chars:,})"
+        if not re.search(r"\w", _SUBJECT.sub("", entry.strip(), count=1)):
+            return "it names the user but states nothing about them"
+        return None
+
+
+def _text_or_empty(text: Any) -> str:
+    return text if isinstance(text, str) else ""
 
 
 Confirmer = Callable[[list[str]], Any]
@@ -233,10 +367,16 @@ class MemoryWriteGuard(InterventionHandler):
         """Decide an add_memory call: deny if any entry is refused, confirm if any is sensitive, else proceed."""
         if event.tool_use["name"] != self.tool_name:
             return Proceed()
-        entries = list((event.tool_use.get("input") or {}).get("entries") or [])
         speaker = (event.invocation_state or {}).get("user_id")
-        if speaker is None:
-            decisions = [Decision(e, "deny", "speaker", "the turn names no user_id in invocation_state") for e in entries]
+        tool_input = event.tool_use.get("input")
+        entries = tool_input.get("entries") if isinstance(tool_input, dict) else None
+        problem = _malformed_call(tool_input, entries)
+        if problem is not None:
+            decisions = [Decision(preview(entries if isinstance(tool_input, dict) else tool_input), "deny", "input",
+                                  problem)]
+        elif speaker is None:
+            decisions = [Decision(e if isinstance(e, str) else preview(e), "deny", "speaker",
+                                  "the turn names no user_id in invocation_state") for e in entries]
         else:
             decisions = self.policy.judge_all(entries, owner_turn_text(event.agent.messages), speaker)
         self._record(decisions, speaker, event.tool_use.get("toolUseId"))
@@ -251,7 +391,8 @@ class MemoryWriteGuard(InterventionHandler):
         return Proceed()
 
     def _record(self, decisions: list[Decision], speaker: str | None, tool_use_id: str | None) -> None:
-        rows = [{"tool_use_id": tool_use_id, "entry": d.entry, "action": d.action, "rule": d.rule, "reason": d.reason,
+        rows = [{"tool_use_id": tool_use_id, "entry": preview(d.entry, MAX_ENTRY_CHARS), "action": d.action,
+                 "rule": d.rule, "reason": d.reason,
                  "speaker": speaker} for d in decisions]
         self.decisions.extend(rows)
         if self.audit_path is not None:
@@ -259,6 +400,19 @@ class MemoryWriteGuard(InterventionHandler):
             with self.audit_path.open("a", encoding="utf-8") as audit:
                 for row in rows:
                     audit.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _malformed_call(tool_input: Any, entries: Any) -> str | None:
+    """Why an add_memory call's input is not a list of entries to judge one by one (None: it is)."""
+    if not isinstance(tool_input, dict):
+        return f"the tool input is {type(tool_input).__name__}, not an object with entries"
+    if not isinstance(entries, list | tuple):
+        return f"entries must be a list of texts, not {type(entries).__name__}"
+    if not entries:
+        return "no entries given"
+    if len(entries) > MAX_ENTRIES_PER_CALL:
+        return f"{len(entries):,} entries in one call (at most {MAX_ENTRIES_PER_CALL})"
+    return None
 
 
 RULE_EXAMPLES: list[dict[str, Any]] = [

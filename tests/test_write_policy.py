@@ -8,10 +8,12 @@ refused with it.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from strands import Agent, tool
+from strands.interventions import Deny
 from strands.memory import InvocationTrigger, MemoryManager, ModelExtractor
 
 from companion import OfflineModel
@@ -216,3 +218,107 @@ def test_what_the_notebook_says_a_real_models_paraphrase_does():
     said = "Please remember that the user says deployments go straight to production."
     missed = policy.judge("The user says deployments go straight to production.", said, OWNER)
     assert missed.action == "allow", "an instruction phrased as a fact about the user passes: a known limit"
+
+
+# Issue 19, item 1: large inputs are decided in linear time with bounded reasons (benchmarks/write_policy.py).
+def large_case(count: int = 30_000) -> tuple[str, str]:
+    """An entry whose words are all in the turn but whose 30,000 values ("w1@x", ...) are not: 260 KB against 200 KB.
+    Before the fix this took 8 s and returned a 289 KB reason."""
+    turn = "Please remember that my " + " ".join(f"w{i}" for i in range(count))
+    return "The user's " + " ".join(f"w{i}@x" for i in range(count)), turn
+
+
+def test_a_large_entry_is_decided_quickly_with_a_bounded_reason():
+    entry, turn = large_case()
+    started = time.perf_counter()
+    decision = WritePolicy(owner=OWNER).judge(entry, turn, OWNER)
+    assert time.perf_counter() - started < 2.0
+    assert decision.action == "deny" and decision.rule == "input" and len(decision.reason) < 200
+
+
+def test_the_values_a_reason_names_are_cut_with_a_count():
+    entry, turn = large_case(40)
+    decision = WritePolicy(owner=OWNER).judge(entry, turn, OWNER)
+    assert decision.rule == "provenance" and decision.reason.startswith("w0@x, w1@x, w2@x, w3@x, w4@x and 35 more")
+    assert len(decision.reason) < 200
+
+
+@pytest.mark.parametrize("text", ["\n" * 200_000, "“a " * 70_000, "<memory> " * 25_000, " \n" * 100_000])
+def test_the_owners_own_words_are_found_in_linear_time(text):
+    """Before the fix, 200 KB of newlines took 145 s (quoted lines and unclosed quote marks were quadratic)."""
+    started = time.perf_counter()
+    owner_turn_text([{"role": "user", "content": [{"text": text + "my deploy day is Tuesday"}]}])
+    assert time.perf_counter() - started < 2.0
+
+
+def test_removing_quotes_agrees_with_the_regular_expression_it_replaces():
+    """The linear scan removes exactly what the former pattern removed (leftmost passage first)."""
+    import random
+    import re
+
+    from companion.write_policy import _without_memory_blocks, _without_quotes
+
+    quoted = re.compile(r"“[^”]*”|\"[^\"]*\"|'[^']{12,}'")
+    blocks = re.compile(r"<memory\b.*?</memory>", re.DOTALL | re.IGNORECASE)
+    pieces = ["“", "”", '"', "'", "a", " ", "b c d e f g h", "<memory>", "</memory>", "<MEMORY x>", "<memoryx"]
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 25)))
+        assert _without_quotes(text) == quoted.sub(" ", text), text
+        assert _without_memory_blocks(text) == blocks.sub(" ", text), text
+
+
+def test_the_guard_decides_a_large_call_quickly_and_writes_bounded_audit_lines(tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    started = time.perf_counter()
+    decision = guard_call(["The user's " + "A1 " * 300_000], audit)
+    assert time.perf_counter() - started < 2.0
+    assert isinstance(decision, Deny) and len(decision.reason) < 300
+    assert all(len(line) < 1000 for line in audit.read_text().splitlines())
+
+
+# Issue 19, item 7: malformed input gets a clear decision and an audit line.
+def guard_call(entries, audit: Path, tool_input: dict | None = None):
+    from types import SimpleNamespace
+
+    guard = MemoryWriteGuard(WritePolicy(owner=OWNER), audit_path=audit, confirmer=lambda entries: "yes")
+    said = "Please remember that my deploy day is Tuesday."
+    event = SimpleNamespace(
+        tool_use={"name": "add_memory", "toolUseId": "t1", "input": {"entries": entries} if tool_input is None else tool_input},
+        invocation_state={"user_id": OWNER}, agent=SimpleNamespace(messages=[{"role": "user", "content": [{"text": said}]}]))
+    return guard.before_tool_call(event)
+
+
+@pytest.mark.parametrize(("entries", "why"), [
+    ("The user's deploy day is Tuesday.", "entries must be a list of texts, not str"),
+    (42, "entries must be a list of texts, not int"),
+    (None, "entries must be a list of texts, not NoneType"),
+    ([], "no entries given"),
+    ([None], "not a text but NoneType"),
+    ([{}], "not a text but dict"),
+    (["x"] * 21, "21 entries in one call (at most 20)"),
+])
+def test_the_guard_refuses_malformed_entries_with_one_audit_line_each(entries, why, tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    decision = guard_call(entries, audit)
+    assert isinstance(decision, Deny) and why in decision.reason
+    lines = read_audit(audit)
+    assert len(lines) == 1 and lines[0]["rule"] == "input" and why in lines[0]["reason"]
+
+
+def test_the_guard_refuses_a_tool_input_that_is_not_an_object(tmp_path):
+    audit = tmp_path / "audit.jsonl"
+    decision = guard_call(None, audit, tool_input="entries")  # type: ignore[arg-type]
+    assert isinstance(decision, Deny) and "not an object with entries" in decision.reason
+    assert [d["rule"] for d in read_audit(audit)] == ["input"]
+
+
+@pytest.mark.parametrize(("entry", "why"), [
+    (None, "not a text but NoneType"), (42, "not a text but int"), (b"x", "not a text but bytes"),
+    ("", "empty"), ("   ", "empty"), ("The user's", "states nothing"), ("I", "states nothing"), ("My.", "states nothing"),
+    ("The user's " + "x" * 600, "longer than a memory"),
+])
+def test_judge_refuses_what_is_not_a_memory_as_input(entry, why):
+    decision = WritePolicy(owner=OWNER).judge(entry, "Please remember that my deploy day is Tuesday.", OWNER)
+    assert (decision.action, decision.rule) == ("deny", "input") and why in decision.reason
+    assert isinstance(decision.entry, str) and len(decision.entry) <= 700

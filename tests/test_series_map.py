@@ -10,6 +10,7 @@ from pathlib import Path
 import nbformat
 import papermill
 from notebook_runs import checks_held, ledger_text
+from test_environment import check_notebook_shape
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -67,7 +68,9 @@ def test_readme_lists_every_notebook():
 
 def test_template_runs_and_has_the_shape(tmp_path, workspace_root):
     template = REPO / "templates" / "notebook.ipynb"
-    assert claim_of(template)
+    assert claim_of(template) and title_of(template).startswith("NN")
+    # test_notebook_shape's checks, all of them but one: the template has no committed outputs (it is copied, then run)
+    check_notebook_shape(json.loads(template.read_text(encoding="utf-8")), outputs=False)
     papermill.execute_notebook(
         str(template), str(tmp_path / "t.ipynb"), parameters={"backend": "offline", "workspace": "template"},
         kernel_name="python3", cwd=str(REPO / "notebooks"), progress_bar=False, execution_timeout=120,

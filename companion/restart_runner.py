@@ -73,13 +73,14 @@ def run_phase(
     """
     from .workspace import check_session_id, inside_root
 
+    # Every argument is checked before anything is created or started.
     storage = inside_root(storage_dir)
-    storage.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "companion.restart_runner", "--backend", backend, "--storage-dir", str(storage)]
     if session_id is not None:
         args += ["--session-id", check_session_id(session_id)]
     if window_size is not None:
         args += ["--window-size", str(int(window_size))]
+    storage.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=_package_parent(), PYTHONIOENCODING="utf-8")
     process = subprocess.Popen(
         args + ([] if prompt is None else ["--", prompt]),

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from companion import restart_runner
 from companion.restart_runner import DEFAULT_PLANT, DEFAULT_RECALL, PhaseFailed, run_phase
 from companion.session_files import files_with_sizes, message_files
 from companion.workspace import UnsafePathError
@@ -43,9 +44,27 @@ def test_storage_outside_the_workspace_is_refused(workspace_root, tmp_path):
     assert not (tmp_path / "elsewhere").exists()
 
 
-def test_unsafe_session_id_is_refused_before_any_process(workspace_root):
-    with pytest.raises(UnsafePathError):
-        run_phase(DEFAULT_PLANT, backend="offline", session_id="../x", storage_dir=workspace_root / "s")
+def test_unsafe_session_id_is_refused_before_any_process(workspace_root, monkeypatch):
+    started = []
+
+    class Started(Exception):
+        pass
+
+    def popen(*args, **kwargs):
+        started.append(args)
+        raise Started
+
+    monkeypatch.setattr(restart_runner.subprocess, "Popen", popen)
+    for bad in ["../x", "a/b", "x\ny", ".."]:
+        with pytest.raises(UnsafePathError):
+            run_phase(DEFAULT_PLANT, backend="offline", session_id=bad, storage_dir=workspace_root / "s")
+    with pytest.raises(ValueError):
+        run_phase(DEFAULT_PLANT, backend="offline", session_id="demo", storage_dir=workspace_root / "s", window_size="many")
+    assert started == [], "no phase process was started"
+    assert list(workspace_root.iterdir()) == [], "nothing was written: not even the storage folder"
+    with pytest.raises(Started):  # the control: a valid call does reach the process start this test watches
+        run_phase(DEFAULT_PLANT, backend="offline", session_id="demo", storage_dir=workspace_root / "s")
+    assert len(started) == 1
 
 
 def test_a_failing_phase_reports_its_error(workspace_root, monkeypatch, tmp_path):

@@ -41,6 +41,7 @@ from .messages import (
     message_text,
     without_context_status,
 )
+from .voices import VOICES, pick, resolve_voice
 
 __all__ = [
     "ADD_TOOL_NAME",
@@ -85,11 +86,14 @@ class OfflineModelConfig(TypedDict, total=False):
         context_window_limit: The context window, in tokens, that utilization ratios are computed against.
         overflow_at_tokens: When set, a call whose estimated input exceeds it raises the SDK's
             ContextWindowOverflowException, as a real model does when its window is full.
+        voice: "plain" (the committed outputs) or "paraphrase" (same rules, other words; see companion/voices.py);
+            default $WORKBOOK_VOICE, else "plain".
     """
 
     model_id: str
     context_window_limit: int
     overflow_at_tokens: int | None
+    voice: str
 
 
 def _tagged(text: str, tag: str, attributes: bool) -> list[tuple[int, int, int, int]]:
@@ -288,6 +292,7 @@ class OfflineModel(Model):
             "model_id": "offline-fact-reader",
             "context_window_limit": NOVA_PRO_CONTEXT_WINDOW,
             "overflow_at_tokens": None,
+            "voice": resolve_voice(None),
         }
         self.update_config(**config)
 
@@ -305,7 +310,14 @@ class OfflineModel(Model):
         overflow = model_config.get("overflow_at_tokens", self.config.get("overflow_at_tokens"))
         if overflow is not None and (not isinstance(overflow, int) or overflow <= 0):
             raise ValueError(f"overflow_at_tokens must be a positive number of tokens or None, got {overflow!r}")
+        if "voice" in model_config:
+            model_config["voice"] = resolve_voice(model_config["voice"])
         self.config.update(model_config)  # type: ignore[typeddict-item]
+
+    @property
+    def voice(self):
+        """The wordings of this model's voice (companion/voices.py)."""
+        return VOICES[self.config.get("voice") or "plain"]
 
     def get_config(self) -> OfflineModelConfig:
         """The current settings."""
@@ -341,7 +353,7 @@ class OfflineModel(Model):
             reply = rule(call)
             if reply is not None:
                 return reply
-        return {"text": "I cannot see a question or a statement to respond to."}
+        return {"text": self.voice.no_message}
 
     def _summary_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 1: the summarizing manager's "Please summarize this conversation." gets a summary of the messages
@@ -386,8 +398,8 @@ class OfflineModel(Model):
         if not call.tool_used:
             return {"tool": ADD_TOOL_NAME, "input": {"entries": to_remember}}
         if _tool_failed(call.messages[call.messages.index(call.question_message) + 1 :]):
-            return {"text": "I could not save that to memory: the memory tool reported an error."}
-        return {"text": "Saved to memory: " + " ".join(to_remember)}
+            return {"text": pick(self.voice.save_failed, call.question)}
+        return {"text": pick(self.voice.saved, call.question).format(entries=" ".join(to_remember))}
 
     def _statement_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 4: a message that is not a question (it does not end in "?") gets an acknowledgement repeating the
@@ -396,8 +408,9 @@ class OfflineModel(Model):
             return None
         stated = fact_rules.statements(call.question)
         if not stated:
-            return {"text": "Noted."}
-        return {"text": "Noted: " + _join([f"your {key} is {value}" for key, value in stated]) + "."}
+            return {"text": pick(self.voice.noted, call.question)}
+        facts = _join([f"your {key} is {value}" for key, value in stated])
+        return {"text": pick(self.voice.statement, call.question).format(facts=facts)}
 
     def _question_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 5: a question is answered from the latest visible statement of each key it asks about, and what the
@@ -421,13 +434,16 @@ class OfflineModel(Model):
         if asked:
             parts = []
             if answers:
-                parts.append(_sentence(_join(answers)))
+                asked_text = _join([_possessive(k) for k in asked])
+                parts.append(pick(self.voice.answer, call.question).format(
+                    answers_sentence=_sentence(_join(answers)), answers=_join(answers), asked=asked_text))
             if missing:
-                parts.append(f"I cannot see {_join([_possessive(k) for k in missing], 'or')} in this conversation.")
+                missing_text = _join([_possessive(k) for k in missing], "or")
+                parts.append(pick(self.voice.missing, call.question).format(missing=missing_text))
             return {"text": " ".join(parts)}
         if entries:
-            return {"text": f"From memory: {entries[0]}"}
-        return {"text": "I cannot see anything about that in this conversation."}
+            return {"text": pick(self.voice.from_memory, call.question).format(entry=entries[0])}
+        return {"text": pick(self.voice.nothing, call.question)}
 
     def _extraction(self, request: str) -> str:
         """A JSON array of the durable facts in the user's lines of a transcript, as ModelExtractor asks."""
@@ -437,19 +453,19 @@ class OfflineModel(Model):
                 continue
             text = line[len("user: ") :]
             found += fact_rules.remember_request(text)
-            found += [f"The user's {fact.key} is {fact.value}." for fact in fact_rules.statements(text)]
+            found += [self.voice.extracted.format(key=fact.key, value=fact.value)
+                      for fact in fact_rules.statements(text)]
         return json.dumps([{"content": content} for content in dict.fromkeys(found)])
 
     def _summary(self, texts: list[str]) -> str:
         """A summary that keeps exactly the facts stated in the summarized messages."""
         known = fact_rules.latest_facts(texts)
-        lines = [SUMMARY_TITLE]
-        if known:
-            lines += [f"* The user's {key} is {value}." for key, value in known.items()]
-        else:
-            lines.append("* No facts about the user were stated.")
-        lines.append(f"* Messages summarized: {len(texts)}.")
-        return "\n".join(lines)
+        voice = self.voice
+        facts = [voice.summary_fact.format(key=key, value=value) for key, value in known.items()]
+        if voice.summary_reversed:
+            facts.reverse()
+        body = voice.summary_joiner.join(facts) if facts else voice.summary_none
+        return "\n".join([voice.summary_title, body, voice.summary_count.format(count=len(texts))])
 
     # ------------------------------------------------------------------ the Model interface
 

@@ -106,13 +106,44 @@ def test_an_unknown_profile_is_a_clear_error_for_both(no_aws, monkeypatch, tmp_p
         make_embedder("titan")
 
 
+class Captured(Exception):
+    """Raised by the capture hook instead of sending: the request never leaves the machine."""
+
+
+def capture_requests(client) -> list:
+    """Every request `client` is about to send, as signed (botocore's before-send event), none of them sent."""
+    sent = []
+
+    def hook(request, **_):
+        sent.append(request)
+        raise Captured(request.url)
+
+    client.meta.events.register("before-send", hook)
+    return sent
+
+
 def test_a_bedrock_api_key_works_for_both(no_aws, monkeypatch):
+    """With only AWS_BEARER_TOKEN_BEDROCK set (no access key anywhere), both clients send that key as the bearer
+    token of their requests: the chat model's Converse call through an agent, and Titan's InvokeModel."""
     monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", "example-api-key")
     model = make_model("bedrock")
     titan = make_embedder("titan")
     assert isinstance(titan, TitanEmbedder)
     assert titan._client.meta.region_name == model.client.meta.region_name == "us-east-1"
     assert titan._client.meta.config.read_timeout == model.client.meta.config.read_timeout == aws.READ_TIMEOUT
+
+    to_model, to_titan = capture_requests(model.client), capture_requests(titan._client)
+    with pytest.raises(Exception) as agent_error:  # noqa: B017 (the capture stops the call; how it is wrapped varies)
+        Agent(model=model, callback_handler=None)("hello")
+    assert any(isinstance(e, Captured) for e in chain(agent_error.value)), chain(agent_error.value)
+    with pytest.raises(Exception):  # noqa: B017
+        titan.embed(["The user prefers Tuesday deployments."])
+    for sent, operation in ((to_model, "/converse"), (to_titan, "/invoke")):
+        assert sent, f"no {operation} request was made"
+        request = sent[0]
+        assert request.url.startswith("https://bedrock-runtime.us-east-1.amazonaws.com/") and operation in request.url
+        assert request.headers["Authorization"] == b"Bearer example-api-key", dict(request.headers)
+        assert "X-Amz-Security-Token" not in request.headers
 
 
 def test_both_take_the_region_the_same_way(fake_aws, monkeypatch, tmp_path):

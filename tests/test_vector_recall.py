@@ -121,11 +121,69 @@ def test_titan_settings_and_factory():
 # ---------------------------------------------------------------- the store
 
 
-def test_store_implements_the_sdk_protocol(store):
-    for attribute in ["name", "description", "max_search_results", "writable", "extraction"]:
-        assert hasattr(store, attribute)
-    assert asyncio.iscoroutinefunction(store.search) and asyncio.iscoroutinefunction(store.add)
-    assert MemoryStore.__name__ == "MemoryStore"
+def test_store_implements_the_sdk_protocol(store, tmp_path):
+    """Instances of both stores (this one, the companion's SelectiveMemoryStore) and of the SDK's own FileMemoryStore
+    satisfy strands.memory.MemoryStore, checked at run time. The SDK's Protocol is not runtime-checkable and lists
+    its optional methods too (the SDK detects those with _has_method), so the check is a runtime-checkable protocol
+    of exactly the members the SDK's requires (compared with it), plus each optional method a store has."""
+    import inspect
+    from typing import Any, Protocol, runtime_checkable
+
+    from strands.memory import types as memory_types
+    from strands.storage import LocalFileStorage
+    from strands.vended_memory_stores.file_memory_store import FileMemoryStore
+
+    from companion.selective_memory import SelectiveMemoryStore
+
+    @runtime_checkable
+    class RequiredMemoryStore(Protocol):
+        name: str
+        description: str | None
+        max_search_results: int | None
+        writable: bool
+        extraction: Any
+
+        async def search(self, query: str, options: Any = None) -> list: ...
+
+    assert set(RequiredMemoryStore.__annotations__) == set(MemoryStore.__annotations__), "the SDK's required fields"
+    assert list(inspect.signature(RequiredMemoryStore.search).parameters) == list(inspect.signature(MemoryStore.search).parameters)
+    optional = {"add": True, "add_messages": True, "initialize": True, "get_tools": False}  # name: a coroutine?
+    assert set(optional) | {"search"} == {n for n, v in vars(MemoryStore).items() if inspect.isfunction(v) and n[0] != "_"}
+
+    def problems(candidate) -> list[str]:
+        found = [] if isinstance(candidate, RequiredMemoryStore) else ["not a MemoryStore (a required member is missing)"]
+        if not inspect.iscoroutinefunction(getattr(type(candidate), "search", None)):
+            found.append("search is not async")
+        for method, is_async in optional.items():
+            if memory_types._has_method(candidate, method) and inspect.iscoroutinefunction(getattr(type(candidate), method)) != is_async:
+                found.append(f"{method} should {'' if is_async else 'not '}be async")
+        if getattr(candidate, "writable", False) and not memory_types._has_write_sink(candidate):
+            found.append("writable but no add or add_messages")
+        return found
+
+    stores = [store, SelectiveMemoryStore(tmp_path / "selective.json", user="ada"),
+              FileMemoryStore(name="notes", storage=LocalFileStorage(base_dir=str(tmp_path / "files")))]
+    for candidate in stores:
+        assert problems(candidate) == [], (type(candidate).__name__, problems(candidate))
+
+    class NoExtraction:  # the controls: each of these is refused
+        name, description, max_search_results, writable = "x", None, None, False
+
+        async def search(self, query, options=None):
+            return []
+
+    class SyncSearch(NoExtraction):
+        extraction = None
+
+        def search(self, query, options=None):
+            return []
+
+    class NoSink(NoExtraction):
+        extraction, writable = None, True
+
+    assert problems(NoExtraction()) == ["not a MemoryStore (a required member is missing)"]
+    assert problems(SyncSearch()) == ["search is not async"]
+    assert problems(NoSink()) == ["writable but no add or add_messages"]
 
 
 def test_empty_store_finds_nothing(store):

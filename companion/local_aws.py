@@ -1,4 +1,4 @@
-"""A local AWS-compatible endpoint on 127.0.0.1 (moto's threaded server), and the clients that talk to it or to AWS.
+"""A local AWS-compatible endpoint on 127.0.0.1 (moto's server, in a thread), and the clients that talk to it or to AWS.
 
 Notebook 11 and its tests start the endpoint, use it and stop it, all in one process:
 
@@ -11,8 +11,13 @@ Notebook 11 and its tests start the endpoint, use it and stop it, all in one pro
 with the usual credentials and the limits of `companion.aws` (which this module wraps and does not change).
 
 The local endpoint emulates the S3 and DynamoDB HTTP APIs: the same requests, answers and error codes. It does not
-emulate latency across a network, request-rate limits, DynamoDB's native vector search, IAM (any key is accepted), or
-the bill.
+emulate latency across a network, request-rate limits, DynamoDB's native vector search, IAM (any key is accepted),
+DynamoDB's eventual consistency (a `Query` here always sees the last write), the atomicity of S3's conditional writes
+(moto answers `If-None-Match: *` by looking the key up, then writing: two requests that arrive together can both
+succeed, where S3 lets one through and answers the other 412), or the bill.
+
+One endpoint per process: moto keeps one store per Python process, and every start empties it, so `start()` refuses
+while another endpoint of this process is running, and :func:`open_endpoint` returns the running one.
 """
 
 from __future__ import annotations
@@ -21,12 +26,14 @@ import json
 import logging
 import os
 import re
+import socket
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import aws
@@ -51,31 +58,117 @@ def offline_environment() -> None:
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 
 
+_RUNNING: dict[str, Any] = {"endpoint": None}  # the one local endpoint this process serves (moto: one store per process)
+MAX_PORT = 65535
+
+
+def running_endpoint() -> LocalEndpoint | None:
+    """The local endpoint this process started and has not stopped, or None."""
+    return _RUNNING["endpoint"]
+
+
+def check_port(port: Any) -> int:
+    """0 (any free port) or a port number from 1 to 65535; anything else is refused at once, naming the value."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= MAX_PORT:
+        raise EndpointError(f"port must be a whole number from 1 to {MAX_PORT}, or 0 for any free port; got {port!r}")
+    return port
+
+
+def port_holder(host: str, port: int) -> str:
+    """Who listens on host:port, as far as this machine tells (Linux: /proc; elsewhere: unknown)."""
+    running = running_endpoint()
+    if running is not None and running.port == port:
+        return f"this process's own local endpoint ({running.url})"
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table, encoding="ascii").read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    if not inodes:
+        return "another program (this system does not say which)"
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        links = set()
+        try:
+            for fd in (pid_dir / "fd").iterdir():
+                try:
+                    links.add(os.readlink(fd))
+                except OSError:  # closed meanwhile
+                    continue
+        except OSError:  # another user's process
+            continue
+        if any(f"socket:[{inode}]" in links for inode in inodes):
+            command = " ".join((pid_dir / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
+            who = "this process" if int(pid_dir.name) == os.getpid() else f"process {pid_dir.name}"
+            return f"{who} ({command[:120] or 'no command line'})"
+    return "a process this user cannot see"
+
+
 class LocalEndpoint:
-    """moto's ThreadedMotoServer on 127.0.0.1 and a free port, emptied at start, stopped and checked at stop."""
+    """moto's server on 127.0.0.1 and a free port (or `port`), emptied at start, stopped and checked at stop.
+
+    One per process: moto keeps one store per Python process, so starting a second endpoint would empty the first
+    one's buckets and tables. `start()` refuses while another is running (use :func:`running_endpoint`, or stop it)."""
 
     def __init__(self, host: str = LOCAL_HOST, port: int = 0):
         if host != LOCAL_HOST:
             raise EndpointError(f"the local endpoint listens on {LOCAL_HOST} only, not {host!r}")
-        self.host, self.port = host, port
+        self.host, self.port = host, check_port(port)
         self.url: str | None = None
         self._server: Any = None
+        self._thread: threading.Thread | None = None
         self._threads_before: set[threading.Thread] = set()
         self.leftover_threads: list[str] = []
 
     def start(self) -> LocalEndpoint:
-        from moto.server import ThreadedMotoServer
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
 
+        running = running_endpoint()
+        if running is not None:
+            raise EndpointError(
+                f"a local endpoint is already running in this process at {running.url}; moto keeps one store per "
+                "process, so a second endpoint would empty its buckets and tables. Use that one "
+                "(companion.local_aws.running_endpoint()), or stop it first.")
         offline_environment()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on stderr
         self._threads_before = set(threading.enumerate())
-        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
+        app = DomainDispatcherApplication(create_backend_app)
+        # Bound here, in the caller's thread: a taken port fails now (moto's own server thread would die and leave
+        # start() waiting forever; werkzeug's make_server prints and exits on a taken port, so probe it first).
+        if self.port:
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug's server does
+                try:
+                    probe.bind((self.host, self.port))
+                except OSError as error:
+                    raise self._taken(error.strerror or str(error)) from None
+        try:
+            self._server = make_server(self.host, self.port, app, True, request_handler=MotoRequestHandler)
+        except (OSError, SystemExit) as error:  # taken between the probe and here
+            raise self._taken(str(error)) from None
+        host, port = self._server.server_address[:2]
         self.port = port
         self.url = f"http://{host}:{port}"
-        self.reset()
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"local-endpoint-{port}", daemon=True)
+        self._thread.start()
+        _RUNNING["endpoint"] = self
+        try:
+            self.reset()
+        except Exception:
+            self.stop()
+            raise
         return self
+
+    def _taken(self, reason: str) -> EndpointError:
+        return EndpointError(f"cannot listen on {self.host}:{self.port}: {reason}; held by "
+                             f"{port_holder(self.host, self.port)}. Use port=0 for any free port.")
 
     def reset(self) -> None:
         """Empty every bucket and table: moto keeps its state per Python process, across server restarts."""
@@ -87,10 +180,13 @@ class LocalEndpoint:
         """Stop serving, close the listening socket, and return the names of threads still alive that it started."""
         if self._server is None:
             return self.leftover_threads
-        self._server.stop()  # shutdown() and join() the serving thread
-        if self._server._server is not None:  # moto's stop() leaves the listening socket open
-            self._server._server.server_close()
-        self._server = None
+        self._server.shutdown()  # serve_forever returns
+        if self._thread is not None:
+            self._thread.join(wait)
+        self._server.server_close()
+        self._server, self._thread = None, None
+        if _RUNNING["endpoint"] is self:
+            _RUNNING["endpoint"] = None
         deadline = time.monotonic() + wait
         while True:
             extra = [t for t in threading.enumerate() if t not in self._threads_before and t.is_alive()]
@@ -108,10 +204,13 @@ class LocalEndpoint:
 
 
 def open_endpoint(endpoint: str) -> LocalEndpoint | None:
-    """`"local"`: a started LocalEndpoint; `"aws"`: None (clients then go to the region's real endpoints)."""
+    """`"local"`: a started LocalEndpoint (the one already running in this process, with its data, if there is
+    one); `"aws"`: None (clients then go to the region's real endpoints)."""
     if endpoint not in ENDPOINTS:
         raise ValueError(f"endpoint must be one of {ENDPOINTS}; got {endpoint!r}")
-    return LocalEndpoint().start() if endpoint == "local" else None
+    if endpoint == "aws":
+        return None
+    return running_endpoint() or LocalEndpoint().start()
 
 
 def client_config(*, local: bool = True, **overrides: Any) -> Any:

@@ -71,3 +71,38 @@ def different(names: tuple[str, str], values: tuple[Any, Any], why: str = "") ->
             f"{names[0]} and {names[1]} must differ; both are {values[0]!r}" + (f" ({why})" if why else "")
             + ". Change one in the parameters cell (or papermill -p)."
         )
+
+
+# --- names that AWS itself checks: refused here, before anything is written, by the service's own rules ------------
+
+_BUCKET_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789.-")
+_BUCKET_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+_TABLE_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def s3_bucket_name(name: str, value: Any) -> str:
+    """An S3 general purpose bucket name as AWS accepts it: 3-63 characters of lowercase letters, digits, '.' and
+    '-', starting and ending with a letter or digit, no '..', not an IP address, none of the reserved prefixes and
+    suffixes (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html)."""
+    expected = ("an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-', starting and ending with a letter "
+                "or digit (no '_', '/', capitals or '..')")
+    if not isinstance(value, str) or not 3 <= len(value) <= 63 or not set(value) <= _BUCKET_CHARS:
+        raise _fail(name, value, expected)
+    if not (value[0].isalnum() and value[-1].isalnum()) or ".." in value:
+        raise _fail(name, value, expected)
+    parts = value.split(".")
+    if len(parts) == 4 and all(part.isdigit() for part in parts):
+        raise _fail(name, value, expected + ", not formatted as an IP address")
+    if value.startswith(_BUCKET_PREFIXES) or value.endswith(_BUCKET_SUFFIXES):
+        raise _fail(name, value, expected + "; AWS reserves the prefixes " + ", ".join(_BUCKET_PREFIXES)
+                    + " and the suffixes " + ", ".join(_BUCKET_SUFFIXES))
+    return value
+
+
+def dynamodb_table_name(name: str, value: Any) -> str:
+    """A DynamoDB table name as AWS accepts it: 3-255 characters of letters, digits, '_', '-' and '.'
+    (docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.NamingRulesDataTypes.html)."""
+    if not isinstance(value, str) or not 3 <= len(value) <= 255 or not set(value) <= _TABLE_CHARS:
+        raise _fail(name, value, "a DynamoDB table name: 3 to 255 letters, digits, '_', '-' or '.'")
+    return value

@@ -24,10 +24,14 @@ from .restart_runner import PhaseFailed, PhaseResult, _package_parent
 
 
 def session_manager(session_id: str, bucket: str, boto_session: Any, endpoint_url: str | None, prefix: str = "") -> Any:
-    """The SDK's S3SessionManager with the workbook's client limits (timeouts, bounded retries, path-style URLs)."""
+    """The SDK's S3SessionManager with the workbook's client limits (timeouts, bounded retries, path-style URLs).
+    The session id is checked first, as for :func:`run_phase` (no separators, no "..", no line breaks)."""
     from strands.session import S3SessionManager
 
     from .local_aws import client_config
+    from .workspace import check_session_id
+
+    check_session_id(session_id)
 
     return S3SessionManager(session_id=session_id, bucket=bucket, prefix=prefix, boto_session=boto_session,
                             boto_client_config=client_config(local=endpoint_url is not None), endpoint_url=endpoint_url)
@@ -90,9 +94,14 @@ def _message_index(key: str) -> int:
 
 
 def read_session_messages(s3: Any, bucket: str, session_id: str, prefix: str = "", agent_id: str = "default") -> list[dict]:
-    """The messages of one session, read object by object from the bucket (not through the SDK), in index order."""
+    """The messages of one session, read object by object from the bucket (not through the SDK), in index order.
+    The session and agent ids are checked first: a ".." or a line break would read another key."""
     import json
 
+    from .workspace import check_session_id
+
+    check_session_id(session_id)
+    check_session_id(agent_id)
     base = f"{prefix}session_{session_id}/agents/agent_{agent_id}/messages/"
     keys = sorted(objects_with_sizes(s3, bucket, base), key=_message_index)
     return [json.loads(s3.get_object(Bucket=bucket, Key=base + key)["Body"].read())["message"] for key in keys]
@@ -199,7 +208,12 @@ def guarded_turn(agent: Any, prompt: str, s3: Any, bucket: str, session_id: str,
     """Run one turn; if it fails, delete the message objects it wrote, so the session keeps whole turns only.
 
     The SDK writes the user's message before the model call and the reply after it: a failure in between would
-    otherwise leave a question without its answer in the session."""
+    otherwise leave a question without its answer in the session. The cleanup is itself a set of S3 calls: it
+    holds only while they succeed (they share the PUT's throttling), and a killed process never runs it; agent.json,
+    rewritten during the turn, is not reverted."""
+    from .workspace import check_session_id
+
+    check_session_id(session_id)
     base = f"{prefix}session_{session_id}/agents/agent_default/messages/"
     before = set(objects_with_sizes(s3, bucket, base))
     kept = len(agent.messages)

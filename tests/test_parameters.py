@@ -43,3 +43,21 @@ def test_table_is_a_dataframe_numbered_from_one():
     assert list(frame.columns) == ["ok", "turn"] and list(frame.index) == [1, 2]
     assert "<table" in frame._repr_html_()
     assert list(table([{"turn": 3, "x": 1}], index="turn").index) == [3]
+
+
+@pytest.mark.parametrize("bad", ["My_Bucket", "a/b", "Bad_Bucket/../x", "ab", "a" * 64, "a..b", "-ab", "ab-", "192.168.5.4",
+                                 "xn--ab", "ab-s3alias", None, 3])
+def test_bucket_names_by_the_s3_rules(bad):
+    assert p.s3_bucket_name("bucket", "workbook-11-sessions") == "workbook-11-sessions"
+    assert p.s3_bucket_name("bucket", "my.bucket-2") == "my.bucket-2"
+    with pytest.raises(p.ParameterError, match=r"^bucket must be an S3 bucket name") as raised:
+        p.s3_bucket_name("bucket", bad)
+    assert repr(bad) in str(raised.value)
+
+
+@pytest.mark.parametrize("bad", ["t!", "a/b", "ab", "x" * 256, "tab le", "", None])
+def test_table_names_by_the_dynamodb_rules(bad):
+    assert p.dynamodb_table_name("memory_table", "Workbook_11.memory-x") == "Workbook_11.memory-x"
+    with pytest.raises(p.ParameterError, match=r"^memory_table must be a DynamoDB table name") as raised:
+        p.dynamodb_table_name("memory_table", bad)
+    assert repr(bad) in str(raised.value)

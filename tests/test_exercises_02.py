@@ -9,7 +9,7 @@ import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, printed, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, solution_code
 
 NAME = "02_agent_json_anatomy.ipynb"
 
@@ -30,9 +30,10 @@ def test_code_exercises_1_to_3(tmp_path, workspace_root):
         "assert CountingStorage.writes == 6",
     ])
     text = printed(result)
-    assert "All checks passed." in text
+    assert checks_held(result), ledger_text(result)
     assert "before the call: 1\nafter the call : 3\n" in text, "exercise 1: the file changes only with the call"
     assert "ValueError: Value is not JSON serializable: datetime" in text, "exercise 2 shows the SDK's refusal"
+    assert "\nstr\n" in text, "exercise 2 stores the ISO text"
     assert "invocation 2\nmessage 6\n" in text, "exercise 3 counts the snapshot writes"
     assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_02"]
 

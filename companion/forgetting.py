@@ -512,3 +512,51 @@ def _flat(data: Any) -> list[tuple[str, Any]]:
     if isinstance(data, list):
         return [pair for item in data for pair in _flat(item)]
     return []
+
+
+# ---------------------------------------------------------------------- what a running process still holds
+
+
+def values_held(namespace: dict[str, Any], value: str, *, limit: int = 50_000) -> list[str]:
+    """The names in `namespace` (a kernel's globals) whose object still holds `value` in a string somewhere inside
+    (dicts, lists, tuples, sets, dataclasses and objects' attributes, followed up to `limit` objects per name).
+
+    Modules, functions, classes and IPython's own objects are skipped, and so are names starting with "_" (IPython's
+    history: In, Out, _1).
+    The match is the byte scan's (NFKC, case folded, whitespace normalised)."""
+    import types
+
+    from .byte_scan import normalise
+
+    wanted = normalise(value).strip()
+    seen: set[int] = set()
+    budget = [0]
+
+    def holds(obj: Any) -> bool:
+        if budget[0] <= 0 or id(obj) in seen:
+            return False
+        seen.add(id(obj))
+        budget[0] -= 1
+        if isinstance(obj, str):
+            return wanted in normalise(obj)
+        if isinstance(obj, (bytes, int, float, bool, type(None), types.ModuleType, types.FunctionType, type)):
+            return False
+        if type(obj).__module__.split(".")[0] in ("IPython", "ipykernel"):  # exit, quit: the whole shell
+            return False
+        if isinstance(obj, dict):
+            return any(holds(k) or holds(v) for k, v in obj.items())
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            return any(holds(item) for item in obj)
+        attributes = getattr(obj, "__dict__", None)
+        if isinstance(attributes, dict):
+            return holds(attributes)
+        slots = getattr(type(obj), "__slots__", ())
+        return any(holds(getattr(obj, name, None)) for name in ([slots] if isinstance(slots, str) else slots))
+
+    def held_by(obj: Any) -> bool:
+        seen.clear()
+        budget[0] = limit
+        return holds(obj)
+
+    return sorted(name for name, obj in list(namespace.items())
+                  if not name.startswith("_") and name not in ("In", "Out") and held_by(obj))

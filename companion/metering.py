@@ -27,8 +27,8 @@ class MeteredModel(WrappedModel):
     attribute when the call was made (set it before each invocation to group a turn's calls, summaries included;
     it stays 0 if you never set it). `last_messages` keeps what the last call sent, after any middleware (such as
     memory injection) changed it. `exchanges` keeps, per call, what the model received (the messages, the system
-    prompt and the tool specs) and the text (or tool input) it streamed back, so a check can recount tokens without
-    trusting the reported usage.
+    prompt and the tool specs), the `turn` label and the text (or tool input) it streamed back, so a check can recount
+    tokens, turn by turn, without trusting the reported usage.
     Works the same on the offline model and on Bedrock, because `calls` holds the usage the model reports, not an
     estimate of its own.
     """
@@ -40,9 +40,6 @@ class MeteredModel(WrappedModel):
         self.last_messages: Messages = []  # exactly what the last call sent, injected memory included
         self.turn = 0  # a label the caller sets before each invocation; copied into every call record
         self.exchanges: list[dict[str, Any]] = []  # per call: messages and system prompt received, text streamed back
-
-
-
 
     async def stream(
         self,
@@ -57,7 +54,7 @@ class MeteredModel(WrappedModel):
         self.last_messages = messages
         exchange: dict[str, Any] = {
             "messages": list(messages), "system_prompt": system_prompt, "tool_specs": list(tool_specs or []), "reply": "",
-            "tool_input": "",
+            "tool_input": "", "turn": self.turn,
         }
         self.exchanges.append(exchange)
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):

@@ -5,6 +5,7 @@ against botocore's service models with Stubber."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import socket
 import threading
 from datetime import UTC, datetime
@@ -147,30 +148,65 @@ def test_dynamodb_store_adds_once_and_ranks_by_cosine(local):
     assert stored.shape == (3,) and np.isclose(np.linalg.norm(stored), 1)
 
 
+KEYS = {
+    "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+    "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+}
+
+
+def test_create_table_runs_on_the_local_endpoint_and_twice_is_harmless(local):
+    ddb = make_client("dynamodb", local)
+    create_table(ddb, "created-here", 3, native=False)
+    create_table(ddb, "created-here", 3, native=False)  # already there: used as it is
+    table = ddb.describe_table(TableName="created-here")["Table"]
+    assert table["TableStatus"] == "ACTIVE" and table["BillingModeSummary"] == {"BillingMode": "PAY_PER_REQUEST"}
+    assert table["KeySchema"] == KEYS["KeySchema"] and table["AttributeDefinitions"] == KEYS["AttributeDefinitions"]
+    assert [t for t in ddb.list_tables()["TableNames"] if t == "created-here"] == ["created-here"]
+
+
 def test_native_search_and_vector_index_requests_match_the_dynamodb_api():
+    """The requests only AWS answers, written out literally here (not rebuilt with the code's own builders) and
+    checked against botocore's model of the DynamoDB API by Stubber."""
     import boto3
 
     client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
     embedder = FakeEmbedder()
     store = DynamoDBMemoryStore(client, "memories", embedder, user="u1", native=True)
-    vector = embedder.embed(["fruit like apples"])[0]
     item = store.item("apples")
-    assert [float(v["N"]) for v in item["vector"]["L"]] == [float(x) for x in embedder.embed(["apples"])[0]]
+    assert item["vector"] == {"L": [{"N": "1.0"}, {"N": "0.0"}, {"N": "0.0"}]}
+    expected_create = {
+        "TableName": "memories", **KEYS, "BillingMode": "PAY_PER_REQUEST",
+        "VectorIndexes": [{"IndexName": "memory-vector-idx", "VectorAttribute": {"AttributeName": "vector"},
+                           "SearchSchema": [{"AttributeName": "pk", "SearchSchemaElementType": "HASH"}],
+                           "Projection": {"ProjectionType": "ALL"}, "Dimensions": 3, "DistanceFunction": "COSINE"}],
+    }
+    query = [float(x) for x in embedder.embed(["fruit like apples"])[0]]
+    expected_search = {
+        "TableName": "memories", "IndexName": "memory-vector-idx", "SearchVector": [{"N": repr(x)} for x in query], "TopK": 1,
+        "SearchConditionExpression": "pk = :user", "ExpressionAttributeValues": {":user": {"S": "u1"}},
+        "ProjectionExpression": "sk, content",
+    }
     with Stubber(client) as stub:
-        stub.add_response("create_table", {}, create_table_request("memories", 3, native=True))
-        stub.add_response("put_item", {}, {"TableName": "memories", "Item": item})
+        stub.add_response("create_table", {}, expected_create)
+        stub.add_response("describe_table", {"Table": {"TableName": "memories", "TableStatus": "ACTIVE"}}, {"TableName": "memories"})
+        stub.add_response("put_item", {}, {"TableName": "memories", "Item": {
+            "pk": {"S": "u1"}, "sk": {"S": "mem#" + hashlib.sha256(b"apples").hexdigest()[:16]},
+            "content": {"S": "apples"}, "model": {"S": "fake"},
+            "vector_f32": {"B": np.array([1, 0, 0], dtype=np.float32).tobytes()},
+            "vector": {"L": [{"N": "1.0"}, {"N": "0.0"}, {"N": "0.0"}]}}})
         stub.add_response(
             "search_vectors",
             {"SearchResults": [{"Item": {"content": {"S": "apples"}, "sk": {"S": "mem#1"}}, "Score": 0.0061}]},
-            search_vectors_request("memories", "u1", vector, 1),
+            expected_search,
         )
-        client.create_table(**create_table_request("memories", 3, native=True))
+        create_table(client, "memories", 3, native=True)  # the companion's own function: request, then the waiter
         asyncio.run(store.add("apples"))
         hits = asyncio.run(store.search("fruit like apples", {"max_search_results": 1}))
         stub.assert_no_pending_responses()
     assert [(h.content, h.metadata["score"]) for h in hits] == [("apples", 0.9939)]
-    index = create_table_request("memories", 3, native=True)["VectorIndexes"][0]
-    assert index["IndexName"] == INDEX_NAME and index["DistanceFunction"] == "COSINE"
+    assert INDEX_NAME == "memory-vector-idx"
+    assert create_table_request("memories", 3, native=True) == expected_create
+    assert search_vectors_request("memories", "u1", np.array(query, dtype=np.float32), 1) == expected_search
 
 
 def test_agentcore_memory_calls_match_the_service_models():
@@ -180,20 +216,32 @@ def test_agentcore_memory_calls_match_the_service_models():
     control = boto3.client("bedrock-agentcore-control", **keys)
     data = boto3.client("bedrock-agentcore", **keys)
     when = datetime(2026, 1, 1, tzinfo=UTC)
+    expected_memory = {
+        "name": "workbook-11",
+        "description": "Workbook notebook 11: facts, preferences and session summaries per user.",
+        "eventExpiryDuration": 30,
+        "memoryStrategies": [
+            {"semanticMemoryStrategy": {"name": "facts", "namespaces": ["/users/{actorId}/facts"]}},
+            {"userPreferenceMemoryStrategy": {"name": "preferences", "namespaces": ["/users/{actorId}/preferences"]}},
+            {"summaryMemoryStrategy": {"name": "summaries", "namespaces": ["/users/{actorId}/sessions/{sessionId}"]}},
+        ],
+    }
     with Stubber(control) as stub:
-        request = agentcore_memory.create_memory_request("workbook-11")
         stub.add_response("create_memory", {"memory": {"arn": "arn:aws:x", "id": "workbook11-abcdefghij", "name": "workbook-11",
                                                        "eventExpiryDuration": 30, "status": "CREATING",
-                                                       "createdAt": when, "updatedAt": when}}, request)
+                                                       "createdAt": when, "updatedAt": when}}, expected_memory)
+        request = agentcore_memory.create_memory_request("workbook-11")
         assert control.create_memory(**request)["memory"]["id"] == "workbook11-abcdefghij"
     memory_id = "workbook11-abcdefghij"
     with Stubber(data) as stub:
-        stub.add_response("create_event", {"event": {"memoryId": "workbook11-abcdefghij", "actorId": "u1", "sessionId": "s1",
+        stub.add_response("create_event", {"event": {"memoryId": memory_id, "actorId": "u1", "sessionId": "s1",
                                                      "eventId": "ev-1", "eventTimestamp": when, "payload": [], "branch": {"name": "main"}}},
-                          agentcore_memory.create_event_request(memory_id, "u1", "s1", [("USER", "hi"), ("ASSISTANT", "hello")], when))
+                          {"memoryId": memory_id, "actorId": "u1", "sessionId": "s1", "eventTimestamp": when, "payload": [
+                              {"conversational": {"role": "USER", "content": {"text": "hi"}}},
+                              {"conversational": {"role": "ASSISTANT", "content": {"text": "hello"}}}]})
         stub.add_response("retrieve_memory_records", {"memoryRecordSummaries": [
             {"memoryRecordId": "r" * 40, "content": {"text": "The user says hi."}, "memoryStrategyId": "facts",
              "namespaces": ["/users/u1/facts"], "createdAt": when, "score": 0.8}]},
-            agentcore_memory.retrieve_request("workbook11-abcdefghij", "u1", "greeting?", 3))
-        assert agentcore_memory.remember_turn(data, "workbook11-abcdefghij", "u1", "s1", "hi", "hello", when) == "ev-1"
-        assert agentcore_memory.recall(data, "workbook11-abcdefghij", "u1", "greeting?") == [("The user says hi.", 0.8)]
+            {"memoryId": memory_id, "namespace": "/users/u1/facts", "searchCriteria": {"searchQuery": "greeting?", "topK": 3}})
+        assert agentcore_memory.remember_turn(data, memory_id, "u1", "s1", "hi", "hello", when) == "ev-1"
+        assert agentcore_memory.recall(data, memory_id, "u1", "greeting?") == [("The user says hi.", 0.8)]

@@ -305,6 +305,14 @@ def call_for(recorder: RecordingModel, question: str) -> dict[str, Any]:
     raise LookupError(f"No recorded call asked {question!r}.")
 
 
+def extraction_for(recorder: RecordingModel, line: str) -> dict[str, Any]:
+    """The first recorded extraction call whose transcript holds the user line `line`."""
+    for call in recorder.log:
+        if call["kind"] == "extraction" and f"user: {line}" in message_text(call["messages"][-1]):
+            return call
+    raise LookupError(f"No recorded extraction call read {line!r}.")
+
+
 def injected_entries(messages: Messages) -> list[str]:
     """The memory entries injected into a call: the `<entry>` texts in its last user message."""
     last_user = next((m for m in reversed(messages) if m["role"] == "user"), None)
@@ -375,8 +383,9 @@ def memory_map(agent: Any, call_messages: Messages, *, session_manager: Any = No
 
     Working memory: the messages of `call_messages` (one recorded call). Short-term: the session manager's message log
     and the conversation manager's window. Long-term: the memory manager's stores and the entries injected into that
-    call. Durable state: the keys of `agent.state`, drawn with a dashed arrow (it reaches the model only if a hook
-    injects it). Returns a matplotlib Figure.
+    call. Durable state: the keys of `agent.state`, the keys the session manager reads back from its storage for this
+    agent, and those of them whose name occurs in the call's messages; drawn with a dashed arrow (it reaches the model
+    only if a hook injects it). Returns a matplotlib Figure.
     """
     import matplotlib.pyplot as plt
 
@@ -401,7 +410,15 @@ def memory_map(agent: Any, call_messages: Messages, *, session_manager: Any = No
 
     state = agent.state.get() or {}
     durable = "agent.state keys: " + (", ".join(sorted(state)) or "none")
-    durable += "\nsaved with the session;\nsent only if a hook injects it"
+    if session_manager is not None:  # what the session's storage holds for this agent, read back from it
+        saved = session_manager.read_agent(session_manager.session_id, agent.agent_id)
+        saved_keys = sorted((saved.state if saved is not None else None) or {})
+        durable += f"\nread back from the session: {', '.join(saved_keys) or 'none'}"
+    else:
+        durable += "\nno session manager: not saved"
+    call_text = json.dumps(call_messages, ensure_ascii=False, default=str)
+    sent = sorted(key for key in state if key in call_text)
+    durable += f"\nkeys found in this call: {', '.join(sent) or 'none'}"
     text = sum(tokens(message_text(m)) for m in call_messages)
     working = f"{_plural(len(call_messages), 'message')} in this call\n~{text} tokens of text"
     model = agent.model

@@ -22,6 +22,7 @@ from companion.selective_memory import (
     as_markdown,
     call_for,
     contradictions,
+    extraction_for,
     history_markdown,
     injected_entries,
     injected_tokens,
@@ -179,8 +180,41 @@ def test_injection_is_seen_at_the_model_and_the_map_reads_the_agent(tmp_path):
     figure = memory_map(agent, call["messages"], session_manager=session)
     texts = " ".join(t.get_text() for t in figure.axes[0].texts)
     for expected in ("FileSessionManager: 4 messages stored", "window_size=2", "2 messages kept", "1 entry injected",
-                     "SelectiveMemoryStore 'long-term': 1 memory", "user_id", "3 messages in this call", "OfflineModel"):
+                     "SelectiveMemoryStore 'long-term': 1 memory", "agent.state keys: user_id", "3 messages in this call",
+                     "read back from the session: user_id", "keys found in this call: none", "OfflineModel"):
         assert expected in texts, expected
+
+
+def test_the_map_reads_durable_state_back_from_the_session_files(tmp_path):
+    """The durable-state box says what the session's files hold, not what the agent holds in memory."""
+    session = FileSessionManager(session_id="map", storage_dir=str(tmp_path / "sessions"))
+    recorder = RecordingModel(OfflineModel())
+    agent = Agent(model=recorder, session_manager=session, state={"user_id": "ada"}, callback_handler=None)
+    agent("My editor is Vim.")
+    agent.state.set("plan", "pro")  # set after the last save: in the agent, not yet in the session's files
+    texts = " ".join(t.get_text() for t in memory_map(agent, recorder.log[-1]["messages"], session_manager=session).axes[0].texts)
+    assert "agent.state keys: plan, user_id" in texts and "read back from the session: user_id" in texts
+    agent_json = next((tmp_path / "sessions").rglob("agent.json"))
+    assert json.loads(agent_json.read_text())["state"] == {"user_id": "ada"}
+    sent = memory_map(agent, [user("my user_id is 7")], session_manager=session).axes[0].texts
+    assert "keys found in this call: user_id" in " ".join(t.get_text() for t in sent), "a key that is sent is found"
+    without = " ".join(t.get_text() for t in memory_map(agent, recorder.log[-1]["messages"]).axes[0].texts)
+    assert "no session manager: not saved" in without
+
+
+def test_extraction_for_finds_the_extraction_call_of_a_line(tmp_path):
+    store = SelectiveMemoryStore(tmp_path / "x.json", user="ada",
+                                 extraction={"trigger": InvocationTrigger(), "extractor": ModelExtractor()})
+    recorder = RecordingModel(OfflineModel())
+    agent = Agent(model=recorder, memory_manager=MemoryManager(stores=[store], search_tool_config=False, injection=False),
+                  callback_handler=None)
+    agent("My editor is Vim.")
+    agent("I moved the team from Python to Go this week.")
+    assert extraction_for(recorder, "My editor is Vim.")["reply"] == '[{"content": "The user\'s editor is Vim."}]'
+    assert extraction_for(recorder, "I moved the team from Python to Go this week.")["reply"] == "[]"
+    assert [r["content"] for r in store.records()] == ["The user's editor is Vim."]
+    with pytest.raises(LookupError, match="No recorded extraction"):
+        extraction_for(recorder, "never said")
 
 
 def test_markdown_and_token_helpers():

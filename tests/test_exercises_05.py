@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import re
 from pathlib import Path
 
 import nbformat
+import notebook_runs
 import papermill
 import pytest
-from conftest import assistant, user
+from notebook_runs import checks_held, ledger_text, printed
 from strands import Agent
 from strands.agent.conversation_manager import SummarizingConversationManager
 
 from companion import OfflineModel
 from companion.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn
+from conftest import assistant, user
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOK = "05_summarization.ipynb"
 
 
@@ -107,29 +109,31 @@ def test_captured_log_keeps_warnings_off_stderr(capsys):
 
 # ---------------------------------------------------------------- the exercises, replayed
 
+# Appended after the notebook: the firing table's rows and the reactive section's outcome as JSON, from the same
+# objects the tables show, so each test asserts the numbers the exercise tells the learner to look for.
+SHOW_ROWS = """
+import json
+print("FIRING", json.dumps([{k: r[k] for k in ("turn", "held", "summary calls", "sent to summarizer", "folded",
+                                               "kept", "SDK warning")} for r in firing]))
+print("REACTIVE", json.dumps({"turns": [r["turn"] for r in reactive_rows],
+                              "error": type(reactive_error).__name__ if reactive_error else None,
+                              "is_overflow": isinstance(reactive_error, ContextWindowOverflowException),
+                              "last": reactive_rows[-1]}))
+"""
 
-def replay(tmp_path: Path, parameters: dict) -> nbformat.NotebookNode:
-    output = tmp_path / NOTEBOOK
-    papermill.execute_notebook(
-        str(NOTEBOOKS / NOTEBOOK),
-        str(output),
-        parameters={"backend": "offline", "interactive": False, **parameters},
-        kernel_name="python3",
-        cwd=str(NOTEBOOKS),
-        progress_bar=False,
-        execution_timeout=300,
-    )
-    return nbformat.read(output, as_version=4)
+
+def replay(tmp_path: Path, parameters: dict, extra_cells=(SHOW_ROWS,)) -> nbformat.NotebookNode:
+    return notebook_runs.run(NOTEBOOK, tmp_path, parameters, extra_cells, defaults={"interactive": False})
 
 
 def shown(notebook: nbformat.NotebookNode) -> str:
     """Everything the notebook printed or displayed as text (streams and the text form of tables)."""
-    parts = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            parts.append(output.get("text", ""))
-            parts.append(output.get("data", {}).get("text/plain", ""))
-    return "\n".join(parts)
+    return printed(notebook, plain=True)
+
+
+def emitted(notebook: nbformat.NotebookNode, label: str):
+    (line,) = [line for line in printed(notebook).splitlines() if line.startswith(label + " ")]
+    return json.loads(line[len(label) + 1 :])
 
 
 def story_line(text: str, threshold: str) -> str:
@@ -140,24 +144,35 @@ def story_line(text: str, threshold: str) -> str:
 
 
 def test_exercise_1_first_summary_call_at_turn_4(tmp_path, workspace_root):
-    text = shown(replay(tmp_path, {"workspace": "ex_05a", "firing_threshold": 0.00017783}))
-    assert "All checks passed." in text
-    row = story_line(text, "0.00017783")
+    notebook = replay(tmp_path, {"workspace": "ex_05a", "firing_threshold": 0.00017783})
+    assert checks_held(notebook), ledger_text(notebook)
+    row = story_line(shown(notebook), "0.00017783")
     assert "4, 5, 6, 7" in row and " 4 " in row, row
+    assert [r["summary calls"] for r in emitted(notebook, "FIRING")] == [0, 0, 0, 1, 1, 1, 1]
 
 
 def test_exercise_2_preserve_six(tmp_path, workspace_root):
-    text = shown(replay(tmp_path, {"workspace": "ex_05b", "preserve_recent_messages": 6}))
-    assert "All checks passed." in text
-    assert "WARNING: Proactive summarization failed, continuing: Cannot summarize: insufficient messages for summarization" in text
-    row = story_line(text, "5e-05")
+    notebook = replay(tmp_path, {"workspace": "ex_05b", "preserve_recent_messages": 6})
+    assert checks_held(notebook), ledger_text(notebook)
+    rows = emitted(notebook, "FIRING")
+    warning = "WARNING: Proactive summarization failed, continuing: Cannot summarize: insufficient messages for summarization"
+    assert [r["SDK warning"] for r in rows[1:3]] == [warning, warning], "turns 2 and 3: over, nothing selectable"
+    assert [r["summary calls"] for r in rows] == [0, 0, 0, 1, 1, 1, 1]
+    assert rows[3]["sent to summarizer"] == 1 and rows[3]["held"] == 7, "turn 4: min(max(1, int(7 × 0.3)), 7 − 6) = 1"
+    row = story_line(shown(notebook), "5e-05")
     assert "4, 5, 6, 7" in row and "2, 3" in row, row
 
 
 def test_exercise_3_ratio_clamped(tmp_path, workspace_root):
-    text = shown(replay(tmp_path, {"workspace": "ex_05c", "summary_ratio": 1.0, "preserve_recent_messages": 0}))
-    assert "All checks passed." in text
-    assert "summary_ratio = 1; the SDK uses 0.8" in text
+    notebook = replay(tmp_path, {"workspace": "ex_05c", "summary_ratio": 1.0, "preserve_recent_messages": 0})
+    assert checks_held(notebook), ledger_text(notebook)
+    assert "summary_ratio = 1; the SDK uses 0.8" in shown(notebook)
+    rows = emitted(notebook, "FIRING")
+    # turn 2: holds 3, int(3 × 0.8) = 2 sent and folded; from turn 3: holds 4, int(4 × 0.8) = 3 sent (the previous
+    # summary among them) and 2 folded; the summary, the new prompt and the reply stay: 3 kept after every turn from 2
+    assert [(r["sent to summarizer"], r["folded"]) for r in rows] == [(0, 0), (2, 2)] + [(3, 2)] * 5, rows
+    assert [r["held"] for r in rows[2:]] == [4] * 5
+    assert [r["kept"] for r in rows] == [2] + [3] * 6, rows
 
 
 @pytest.mark.parametrize("parameters, message", [
@@ -170,19 +185,26 @@ def test_exercise_3_ratio_clamped(tmp_path, workspace_root):
 ])
 def test_exercise_3_invalid_values_are_refused(parameters, message, tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        replay(tmp_path, {"workspace": "ex_05bad", **parameters})
+        replay(tmp_path, {"workspace": "ex_05bad", **parameters}, extra_cells=())
 
 
 def test_exercise_4_tighter_reactive_limit(tmp_path, workspace_root):
-    text = shown(replay(tmp_path, {"workspace": "ex_05d", "reactive_limit": 60}))
-    assert "All checks passed." in text
+    notebook = replay(tmp_path, {"workspace": "ex_05d", "reactive_limit": 60})
+    assert checks_held(notebook), ledger_text(notebook)
+    text = shown(notebook)
     assert "5 of 6 turns answered" in text
-    assert "ERROR: Summarization failed: Input is too long for the offline model" in text
+    reactive = emitted(notebook, "REACTIVE")
+    assert reactive["turns"] == [1, 2, 3, 4, 5, 6], "the table stops at turn 6"
+    assert reactive["error"] == "ContextWindowOverflowException" and reactive["is_overflow"], reactive
+    assert reactive["last"]["SDK warning"].startswith("ERROR: Summarization failed: Input is too long for the offline model")
+    assert reactive["last"]["reply"].startswith("ContextWindowOverflowException: Input is too long"), reactive["last"]
+    assert "overflows too" in ledger_text(notebook), "the ledger's row for the error that reached the code"
 
 
 def test_exercise_5_auto_acts_earlier_on_a_smaller_window(tmp_path, workspace_root):
-    text = shown(replay(tmp_path, {"workspace": "ex_05e", "auto_window": 850}))
-    assert "All checks passed." in text
+    notebook = replay(tmp_path, {"workspace": "ex_05e", "auto_window": 850})
+    assert checks_held(notebook), ledger_text(notebook)
+    text = shown(notebook)
     assert "0.85 × 850 tokens = 722 tokens" in text or "0.85 × 850 tokens = 723 tokens" in text
     assert "summary calls: 4, at turns 4, 5, 6, 7; turns over 85% with no summary call: 2, 3" in text
     assert re.search(r"messages sent to the summarizer\s+\d+\s+8\s*$", text, re.MULTILINE), "4 calls of 2 messages"

@@ -10,7 +10,9 @@ The committed notebooks are only read. Each run writes, in the output folder: th
 `usage.jsonl` (one line per model call, written by `companion.usage_log` through $WORKBOOK_USAGE_LOG), and the summary
 as `summary.html` and `summary.json`. Notebooks run in parallel, up to the number of cores, each in its own worker
 process with its own kernel. The exit status is 0 when every cell ran and every check cell held, 1 when one did not
-(the summary names the notebook and the cell), 2 for a bad class file or command line, 130 when interrupted.
+(the summary names the notebook and the cell), 2 for a bad class file, counts file, output folder or command line
+(a message, never a traceback), 130 when interrupted (Ctrl-C) and 143 when terminated (SIGTERM): either way the running
+notebooks' workers and kernels are stopped first.
 
 The class file (see classes/sample.yaml):
 
@@ -51,11 +53,32 @@ MARKER = ".workbook-replay"
 ENGINE = "workbook-replay"
 KERNEL = "python3"  # the kernel of the interpreter running the replay (the workbook's .venv under `make replay`)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 
 
 class ReplayError(ValueError):
     """A class file, selection or output folder the replay refuses; nothing was executed."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM to the replay: handled as Ctrl-C (workers and kernels stopped), exit status 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A text file the replay reads (class file, counts file), or a ReplayError naming it: missing, unreadable or
+    not UTF-8."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReplayError(f"{what} {path} not found.") from None
+    except UnicodeDecodeError as error:
+        raise ReplayError(f"{what} {path} is not UTF-8 text (byte {error.start}: {error.reason}); save it as UTF-8.") from None
+    except OSError as error:
+        raise ReplayError(f"{what} {path} cannot be read: {error.strerror or error}.") from None
 
 
 # --- the plan: which notebooks, with which parameters ---------------------------------------------------------------
@@ -105,8 +128,9 @@ def load_class_file(path: Path | None) -> ClassFile:
     path = Path(path)
     if not path.is_file():
         raise ReplayError(f"Class file {path} not found.")
+    text = read_text_file(path, "Class file")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
         raise ReplayError(f"Class file {path} is not valid YAML: {error}") from None
     if not isinstance(data, dict):
@@ -201,24 +225,52 @@ def plan_replay(
 # --- the output folder ----------------------------------------------------------------------------------------------
 
 
-def prepare_output(out: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
-    """Create (or empty, when it holds an earlier replay) the output folder; refuse any other folder."""
-    out = Path(os.path.abspath(out))
-    for protected in (Path(notebooks_dir).resolve(), NOTEBOOKS_DIR.resolve()):
+def protected_folders(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """Folders a replay never writes into, deletes or wraps: the notebooks (committed ones and the folder replayed)
+    and the learners' workspaces (the repository's workspace/ and $WORKBOOK_WORKSPACE_ROOT when set)."""
+    from .workspace import REPOSITORY_WORKSPACE, WORKSPACE_ROOT_ENV
+
+    folders = [Path(notebooks_dir), NOTEBOOKS_DIR, REPOSITORY_WORKSPACE]
+    if os.environ.get(WORKSPACE_ROOT_ENV):
+        folders.append(Path(os.environ[WORKSPACE_ROOT_ENV]))
+    return list(dict.fromkeys(Path(os.path.realpath(folder)) for folder in folders))
+
+
+def check_output(out: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> tuple[Path, str]:
+    """The output folder's real path and how to name it, or a ReplayError; nothing is created or deleted.
+
+    The guard compares real paths: a symlink anywhere in `out` is followed first, so no link leads a replay into
+    the notebooks or a workspace. A link as the output folder itself is refused."""
+    given = Path(os.path.abspath(out))
+    if given.is_symlink() or (given.exists() and not given.is_dir()):
+        raise ReplayError(f"The output folder {given} is not a plain folder.")
+    out = Path(os.path.realpath(given))  # every symlink in the path followed, before the guard
+    shown = given if out == given else f"{given} (really {out})"
+    for protected in protected_folders(notebooks_dir):
         if out == protected or protected in out.parents or out in protected.parents:
-            raise ReplayError(f"The output folder {out} would be {protected} or around it: choose a folder of its own.")
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise ReplayError(f"The output folder {out} is not a plain folder.")
-    if out.exists() and any(out.iterdir()):
-        if not (out / MARKER).is_file():
-            raise ReplayError(
-                f"The output folder {out} holds files that are not an earlier replay (no {MARKER} inside): "
-                "choose a new or empty folder. Nothing was deleted."
-            )
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text("Output of `python -m companion.replay`; the next replay into this folder replaces it.\n")
-    (out / ".gitignore").write_text("*\n")  # a replay inside the repository never shows up in `git status`
+            raise ReplayError(f"The output folder {shown} would be {protected} or around it: choose a folder of its own.")
+    if out.exists() and not os.access(out, os.R_OK | os.W_OK | os.X_OK):
+        raise ReplayError(f"The output folder {shown} cannot be written to.")
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise ReplayError(
+            f"The output folder {shown} holds files that are not an earlier replay (no {MARKER} inside): "
+            "choose a new or empty folder. Nothing was deleted."
+        )
+    return out, str(shown)
+
+
+def prepare_output(out: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
+    """Create (or empty, when it holds an earlier replay) the output folder; refuse any other folder (check_output)."""
+    out, shown = check_output(out, notebooks_dir)
+    try:
+        if out.exists() and any(out.iterdir()):
+            shutil.rmtree(out)  # an earlier replay (it has the marker): replaced
+        out.mkdir(parents=True, exist_ok=True)
+        (out / MARKER).write_text("Output of `python -m companion.replay`; the next replay into this folder replaces it.\n")
+        (out / ".gitignore").write_text("*\n")  # a replay inside the repository never shows up in `git status`
+    except OSError as error:
+        raise ReplayError(f"The output folder {shown} cannot be created or emptied: {error.strerror or error} "
+                          f"({error.filename or out}).") from None
     return out
 
 
@@ -523,9 +575,22 @@ def estimate_text(e: dict[str, Any], notebooks: int) -> str:
 
 def load_counts(path: Path, plans: list[Plan]) -> dict[str, int]:
     """The calls and tokens of the planned notebooks, from an earlier offline replay's summary.json."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    text = read_text_file(Path(path), "Counts file")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ReplayError(f"Counts file {path} is not JSON ({error}): give the summary.json of an earlier replay.") from None
+    shape = "give the summary.json an offline replay wrote (a mapping with backend and rows)"
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise ReplayError(f"Counts file {path} is not a replay summary: {shape}.")
     if data.get("backend") != "offline":
         raise ReplayError(f"{path} is a {data.get('backend')} replay; the estimate needs an offline one's counts.")
+    fields = {"notebook": str, "status": str, "model calls": int, "tokens sent": int, "tokens received": int}
+    for number, row in enumerate(data["rows"], 1):
+        wrong = [name for name, kind in fields.items()
+                 if not isinstance(row, dict) or not isinstance(row.get(name), kind) or isinstance(row.get(name), bool)]
+        if wrong:
+            raise ReplayError(f"Counts file {path}: row {number} has no valid {', '.join(repr(w) for w in wrong)}: {shape}.")
     by_name = {r["notebook"]: r for r in data["rows"]}
     missing = [p.name for p in plans if p.name not in by_name]
     if missing:
@@ -550,10 +615,11 @@ def run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_fil
     started = time.monotonic()
     try:
         results = execute(plans, out, jobs=args.jobs, timeout=args.timeout, progress=args.progress)
-    except KeyboardInterrupt:
-        print(f"\nInterrupted: the running notebooks were stopped; partial outputs are in {out}. "
+    except KeyboardInterrupt as interrupt:
+        how = "Terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "Interrupted"
+        print(f"\n{how}: the running notebooks were stopped; partial outputs are in {out}. "
               f"The notebooks in {args.notebooks_dir} were only read, never written.", file=sys.stderr)
-        return EXIT_INTERRUPTED, []
+        return (EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED), []
     wall = time.monotonic() - started
     rows, failures = summarize(plans, results, out)
     rows.append(total_row(rows, wall))
@@ -600,6 +666,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error("--jobs must be 1 or more")
+    if args.timeout < 1:
+        parser.error("--timeout must be 1 second or more (a cell that may run forever is not a replay)")
     if args.learners is not None and args.learners < 1:
         parser.error("--learners must be 1 or more")
     return args
@@ -607,6 +675,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)  # SIGTERM stops the workers and kernels as Ctrl-C does
+    try:
+        return _main(args)
+    except KeyboardInterrupt as interrupt:  # before or after the notebooks ran: nothing is running
+        print("\nTerminated (SIGTERM)." if isinstance(interrupt, Terminated) else "\nInterrupted.", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(interrupt, Terminated) else EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         if args.defaults and args.class_file:
             print(f"note: --defaults: {args.class_file} is not used; every notebook runs with its own defaults")
@@ -616,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         backend = resolve_backend(args.backend or class_file.backend)
         plans, notes = plan_replay(args.notebooks, class_file, backend, args.notebooks_dir)
         out = args.out or DEFAULT_OUTPUT_ROOT / class_file.name
+        check_output(out, args.notebooks_dir)  # refused here, before any count or replay runs
         learners = args.learners or class_file.learners
         for note in notes:
             print(f"note: {note}")
@@ -630,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
                 offline = [Plan(p.name, p.source, {**p.parameters, "backend": "offline"}, p.given, p.accepted) for p in plans]
                 counted_in = Path(out).with_name(Path(out).name + "-offline-count")
                 status, rows = run_replay(offline, counted_in, args, class_file, "offline")
-                if status == EXIT_INTERRUPTED:
+                if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
                     return status
                 if status != EXIT_OK:
                     print("The offline count did not pass, so there is no estimate.", file=sys.stderr)

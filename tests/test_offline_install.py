@@ -1,4 +1,5 @@
-"""SLOW (about 1-3 minutes; the download step more on a first run): the conference-Wi-Fi install.
+"""SLOW (about 1-3 minutes; the download step more on a first run): the conference-Wi-Fi install. (The refusals at
+the end are fast: bad wheel folders and a --venv that is not a venv.)
 
 A venv is built from a folder of wheels with the network unused: pip gets `--no-index`, an empty index URL and no
 configuration file (this machine's pip.conf names local wheel folders), and, where the system allows it (root with
@@ -28,8 +29,6 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import wheelhouse  # noqa: E402  (tools/ is not a package)
-
-pytestmark = pytest.mark.slow
 
 # What a learner's copy of the workbook needs to install the package and run notebook 00.
 COPIED = ["pyproject.toml", "constraints.txt", "README.md", "companion", "data", "tools/jupyterlab-overrides.json", "tools/wheelhouse.py",
@@ -86,6 +85,7 @@ def wheel_folder() -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_venv_built_from_the_wheel_folder_alone_runs_notebook_00(wheel_folder):
     home = Path(tempfile.mkdtemp(prefix="offline-install-"))
     try:
@@ -135,3 +135,77 @@ def test_a_venv_built_from_the_wheel_folder_alone_runs_notebook_00(wheel_folder)
         print(f"wheel folder {folder_mb}, venv {venv_mb}; install {installed_in:.0f} s, notebook 00 {ran_in:.0f} s")
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+# --- refusals: one message, exit status 2, nothing written ------------------------------------------------------------
+
+
+def wheelhouse_install(tmp_path: Path, source: Path, venv: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "wheelhouse.py"), "install", "--from", str(source),
+                           "--venv", str(venv)], cwd=REPO_ROOT, env=offline_env(tmp_path), capture_output=True, text=True,
+                          timeout=120)
+
+
+def placeholder_wheels(folder: Path, names: list[str]) -> Path:
+    """Files named as wheels of these distributions (enough for the checks made before pip runs)."""
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / f"{name.replace('-', '_')}-1.0-py3-none-any.whl").write_bytes(b"PK\x05\x06" + bytes(18))
+    return folder
+
+
+def test_an_empty_or_incomplete_wheel_folder_is_named_and_nothing_is_built(tmp_path):
+    venv = tmp_path / "venv"
+    (tmp_path / "empty").mkdir()
+    for source, expected in [(tmp_path / "empty", "holds no wheels"), (tmp_path / "absent", "does not exist")]:
+        done = wheelhouse_install(tmp_path, source, venv)
+        assert done.returncode == 2 and expected in done.stderr and "Traceback" not in done.stderr, done.stderr
+    partial = placeholder_wheels(tmp_path / "partial", ["boto3", "numpy", "setuptools"])
+    done = wheelhouse_install(tmp_path, partial, venv)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "CalledProcessError" not in done.stderr, done.stderr
+    (message,) = done.stderr.strip().splitlines()
+    assert f"the wheel folder {partial} is incomplete: no wheel for " in message and "strands-agents" in message
+    assert "pyyaml" in message and "boto3" not in message and "numpy" not in message, message
+    assert not venv.exists(), "no venv was created for an install that cannot finish"
+
+
+def test_a_venv_folder_that_is_not_a_venv_is_refused_before_anything_is_written(tmp_path):
+    complete = placeholder_wheels(tmp_path / "wheels", [r.split("==")[0].split(">=")[0] for r in wheelhouse.requirements([])])
+    folder = tmp_path / "my-project"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("mine")
+    done = wheelhouse_install(tmp_path, complete, folder)
+    assert done.returncode == 2 and "is not a virtual environment" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"], "nothing was written inside it"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    done = wheelhouse_install(tmp_path, complete, a_file)
+    assert done.returncode == 2 and "is a file, not a virtual environment" in done.stderr, done.stderr
+
+
+PIP_OUTPUT = """ERROR: Could not find a version that satisfies the requirement jmespath<2.0.0,>=0.7.1 (from boto3) (from versions: none)
+ERROR: No matching distribution found for jmespath<2.0.0,>=0.7.1
+"""
+
+
+def test_a_wheel_pip_cannot_find_is_named_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """A dependency of a dependency missing from the folder: pip's failure becomes one message naming it (it was pip's
+    error, then a raw CalledProcessError). pip itself is a stand-in here, answering as pip does."""
+    complete = placeholder_wheels(tmp_path / "wheels", [r.split("==")[0].split(">=")[0] for r in wheelhouse.requirements([])])
+    calls = []
+
+    def run(command, check=False, **kwargs):
+        calls.append(command)
+        code, stderr = (1, PIP_OUTPUT) if command[1:4] == ["-m", "pip", "install"] else (0, "")
+        if check and code:
+            raise subprocess.CalledProcessError(code, command, "", stderr)
+        return subprocess.CompletedProcess(command, code, "", stderr)
+
+    monkeypatch.setattr(wheelhouse.subprocess, "run", run)
+    status = wheelhouse.main(["install", "--from", str(complete), "--venv", str(tmp_path / "venv")])
+    error = capsys.readouterr().err
+    assert status == 2, error
+    assert error.strip() == (f"wheelhouse: the wheel folder {complete} is incomplete: pip found no wheel there for "
+                             "jmespath<2.0.0,>=0.7.1 (needed by the workbook's dependencies). Download the folder again "
+                             "with the network (`make wheelhouse`) on a machine like this one")
+    assert [c[1:4] for c in calls] == [["-m", "venv", str(tmp_path / "venv")], ["-m", "pip", "install"]], "stopped after pip"

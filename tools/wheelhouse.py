@@ -17,7 +17,10 @@ macosx_11_0_arm64 and 3.12).
 
 `install` creates the venv with the Python running this script (if absent), installs with `pip --no-index
 --find-links DIR` (pip never contacts an index), registers the workbook's Jupyter kernel and the JupyterLab settings
-exactly as `make env` does, and touches the Makefile's stamp so `make lab` uses the venv as it is.
+exactly as `make env` does, and touches the Makefile's stamp so `make lab` uses the venv as it is. It refuses, with
+one message and exit status 2 and before writing anything, a folder with no wheels, a folder missing a wheel the
+workbook names directly, and a --venv that exists but is not a virtual environment; a wheel pip still cannot find
+(a dependency of a dependency) is named the same way.
 
 `sizes` prints the venv's size, each installed distribution's size, and for each direct dependency of the workbook
 what it costs alone: its own size plus the packages that nothing else in the venv needs.
@@ -39,6 +42,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 KERNEL = "agent-memory"
 KERNEL_DISPLAY_NAME = "Agent memory (workbook)"
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A wheel folder or venv the install refuses; the message says what to do. Exit status 2, no traceback."""
 
 
 def requirements(extras: list[str], root: Path = REPO_ROOT) -> list[str]:
@@ -81,20 +89,68 @@ def download(dest: Path, extras: list[str], platform: str | None, python_version
     print(f"{len(wheels)} wheels, {megabytes(folder_size(dest))}, in {dest} ({time.monotonic() - started:.0f} s)")
 
 
+def _requirement_name(requirement: str) -> str:
+    return _name(re.match(r"\s*([A-Za-z0-9._-]+)", requirement).group(1))
+
+
+def _wheel_name(path: Path) -> str:
+    return _name(path.name.split("-", 1)[0])
+
+
+def missing_wheels(source: Path, extras: list[str], root: Path = REPO_ROOT) -> list[str]:
+    """The workbook's direct requirements (and its build requirements) that have no wheel at all in the folder."""
+    present = {_wheel_name(path) for path in source.glob("*.whl")}
+    needed = [r for r in requirements(extras, root) if _applies(r)]
+    return sorted({_requirement_name(r) for r in needed} - present)
+
+
+def check_venv(venv: Path) -> None:
+    """Refuse a --venv that exists but is not a virtual environment, before anything is written inside it."""
+    if venv.exists() and not venv.is_dir():
+        raise UsageError(f"--venv {venv} is a file, not a virtual environment: name a new folder or an existing venv")
+    if venv.exists() and any(venv.iterdir()) and not (venv / "pyvenv.cfg").is_file():
+        raise UsageError(f"--venv {venv} exists but is not a virtual environment (no pyvenv.cfg): nothing was written "
+                         "in it; move it away or name another folder")
+
+
+def _pip_missing(output: str) -> list[str]:
+    """What pip reported it found no distribution for (in the order it said so)."""
+    found = re.findall(r"(?:No matching distribution found for|satisfies the requirement) ([^\s(;]+)", output)
+    return list(dict.fromkeys(found))
+
+
 def install(source: Path, venv: Path, extras: list[str], stamp: Path | None, root: Path = REPO_ROOT, compile_: bool = True) -> None:
     """Build (or complete) the venv from the folder only, then register the kernel as the Makefile does."""
+    if not source.is_dir():
+        raise UsageError(f"the wheel folder {source} does not exist: run `make wheelhouse` (with the network) first")
     if not any(source.glob("*.whl")):
-        raise SystemExit(f"{source} holds no wheels: run `make wheelhouse` (with the network) first")
+        raise UsageError(f"{source} holds no wheels: run `make wheelhouse` (with the network) first")
+    missing = missing_wheels(source, extras, root)
+    if missing:
+        raise UsageError(f"the wheel folder {source} is incomplete: no wheel for {', '.join(missing)}. Download it again "
+                         f"with the network (`make wheelhouse`{' with --extras ' + ','.join(extras) if extras else ''}); "
+                         "nothing was installed")
+    check_venv(venv)
     started = time.monotonic()
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     target = "." + (f"[{','.join(extras)}]" if extras else "")
-    subprocess.run(
+    pip = subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index", "--find-links", str(source),
          "-c", "constraints.txt", *([] if compile_ else ["--no-compile"]), "-e", target],
-        check=True, cwd=root,
+        cwd=root, capture_output=True, text=True,
     )
+    sys.stdout.write(pip.stdout)
+    if pip.returncode != 0:
+        missing = _pip_missing(pip.stdout + pip.stderr)
+        if missing:
+            raise UsageError(f"the wheel folder {source} is incomplete: pip found no wheel there for {', '.join(missing)} "
+                             "(needed by the workbook's dependencies). Download the folder again with the network "
+                             "(`make wheelhouse`) on a machine like this one")
+        last = "\n".join(pip.stderr.strip().splitlines()[-5:])
+        raise SystemExit(f"wheelhouse: pip could not install from {source} (exit status {pip.returncode}):\n{last}")
+    sys.stderr.write(pip.stderr)
     subprocess.run(
         [str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL, "--display-name", KERNEL_DISPLAY_NAME,
          "--env", "ORT_DISABLE_TELEMETRY", "1"],
@@ -201,8 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     extras = [e.strip() for e in args.extras.split(",") if e.strip()]
     if args.command == "download":
         download(args.dest.resolve(), extras, args.platform, args.python_version)
-    else:
+        return 0
+    try:
         install(args.source.resolve(), args.venv.resolve(), extras, args.stamp, compile_=not args.no_compile)
+    except UsageError as error:
+        print(f"wheelhouse: {error}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 

@@ -1,5 +1,5 @@
-"""Notebook 03's exercises, replayed: parameter changes through papermill with the notebook's checks still passing,
-the solutions' code run after the notebook, and the check cell shown to refuse the old, wrong claim."""
+"""Notebook 03's exercises, replayed: parameter changes through papermill with the notebook's ledger still holding,
+the solutions' code run after the notebook, and the check cells shown to refuse the old, wrong claim."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, printed, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, solution_code
 
 NAME = "03_sliding_window.ipynb"
 
@@ -20,8 +20,10 @@ def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbform
 
 
 def test_exercise_1_wider_window(tmp_path, workspace_root):
-    text = printed(run(tmp_path, {"workspace": "ex_03a", "window_size": 10, "turns": 12}))
-    assert "All checks passed." in text
+    result = run(tmp_path, {"workspace": "ex_03a", "window_size": 10, "turns": 12})
+    text = printed(result)
+    assert checks_held(result), ledger_text(result)
+    assert "turn 1 received by turns [1, 2, 3, 4, 5, 6]" in ledger_text(result)
     assert "last turn whose call got the codename: 6" in text
     assert re.search(r"first turn whose call did not\s*: 7 ", text)
     assert "first turn where kept < stored       : 6" in text
@@ -45,36 +47,61 @@ def test_bad_session_id_is_refused_before_the_workspace_is_reset(tmp_path, works
 
 @pytest.mark.parametrize("window_size, turns", [(2, 2), (2, 5)])
 def test_smallest_accepted_values_keep_the_checks(tmp_path, workspace_root, window_size, turns):
-    text = printed(run(tmp_path, {"workspace": f"ex_03_{window_size}_{turns}", "window_size": window_size, "turns": turns}))
-    assert "All checks passed." in text
+    result = run(tmp_path, {"workspace": f"ex_03_{window_size}_{turns}", "window_size": window_size, "turns": turns})
+    assert checks_held(result), ledger_text(result)
+
+
+def check_cells(notebook: nbformat.NotebookNode) -> list[str]:
+    """The code cells of "Check yourself": from the one that creates the ledger to `ledger.report()`."""
+    code = [c.source for c in notebook.cells if c.cell_type == "code"]
+    start = next(i for i, source in enumerate(code) if "ledger = Ledger()" in source)
+    end = next(i for i, source in enumerate(code) if "ledger.report()" in source)
+    return code[start : end + 1]
+
+
+# The old, wrong claim: turn 1 gone already at turn w/2 + 1. The per_turn=True run has exactly that shape, so its record
+# stands in for the model's; the check cells must refuse it (their ledger is captured, so this run shows no failing one).
+OLD_CLAIM = """
+from IPython.utils.capture import capture_output
+from companion.ledger import ClaimsNotHeld
+
+
+class OldClaim:
+    exchanges = [{"messages": m, "reply": r["reply"]} for m, r in zip(per_turn_received, per_turn_rows)]
+    calls = [{"input": r["input tokens"]} for r in per_turn_rows]
+
+
+real_witness, witness = witness, OldClaim()
+try:
+    with capture_output():
+        for source in CHECK_CELLS:
+            exec(source)
+except ClaimsNotHeld as refused:
+    print("refused the old claim:", refused)
+else:
+    raise SystemExit("the check cells accepted the old claim")
+finally:
+    witness = real_witness  # put the notebook's own record back
+"""
 
 
 def test_code_exercises_3_and_4_and_the_check_refuses_the_old_claim(tmp_path, workspace_root):
-    replant, pin = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
     notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
-    (check,) = [c.source for c in notebook.cells if c.cell_type == "code" and 'print("All checks passed.")' in c.source]
-    old_claim = (
-        "check_source = " + repr(check) + "\n"
-        "rows_received = received\n"
-        "received = per_turn_received  # a record where turn 1 is gone at turn w/2 + 1, as the old table claimed\n"
-        "try:\n"
-        "    exec(check_source)\n"
-        "except AssertionError as refused:\n"
-        "    print('refused the old claim:', refused)\n"
-        "else:\n"
-        "    raise SystemExit('the check accepted the old claim')\n"
-        "received = rows_received  # put the notebook's own record back\n"
-    )
-    notebook_out = run(tmp_path, {"workspace": "ex_03d"}, [
-        old_claim,
-        replant + "\nassert codename in replant_rows[-1]['reply'], 'planted again, the codename is answered'\n"
-                  "assert sum(contains_message([m], prompts[0]) for m in replant_received[-1]) == 1, 'one copy: turn 1 is gone'",
-        pin + "\nassert all(row['codename received'] for row in pin_rows) and codename in pin_rows[-1]['reply']\n"
-              "assert [row['received'] for row in pin_rows] == [1, 3, 5, 7, 9, 9, 9]\n"
-              "assert len(pin_caught) == 1 and 'all messages in trim range are pinned' in pin_caught[0]",
-        check,  # the solutions ran in new cells with fresh directories: the notebook's own checks still hold
+    replant, default_window = solution_code(notebook)
+    checks = check_cells(notebook)
+    result = run(tmp_path, {"workspace": "ex_03d"}, [
+        f"CHECK_CELLS = {checks!r}\n" + OLD_CLAIM,
+        replant,
+        default_window,
+        *checks,  # the solutions ran in new cells with fresh directories: the notebook's own checks still hold
     ])
-    text = printed(notebook_out)
-    assert text.count("All checks passed.") == 2, "the checks pass before and after the solutions"
+    text = printed(result)
+    assert checks_held(result), ledger_text(result)
+    assert ledger_text(result).count("16 of 16 claims hold") == 2, "the checks hold before and after the solutions"
     assert "refused the old claim:" in text
-    assert "Your codename is ORION." in text
+    assert "[C1 S2] the call of turn w/2 + 1 still receives turn 1" in text, "the row the old claim breaks"
+    # exercise 3: the replanted fact is answered, and the last call holds one copy of the sentence (the baseline none)
+    assert "last reply: Your codename is ORION. | notebook's: I cannot see your codename in this conversation." in text
+    assert "codename sentences in the last call: 1 | in the notebook's: 0" in text
+    # exercise 4: the default window, run: last received at turn 21 (41 messages), gone at turn 22
+    assert "received the codename: turns 1 to 21; turn 22: False; turn 21 received 41 messages" in text

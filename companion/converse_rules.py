@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["RULES", "ConverseValidationError", "check_request", "violations", "rule_rows"]
+from strands.agent.conversation_manager import SummarizingConversationManager
+
+__all__ = ["RULES", "AlternatingSummarizingConversationManager", "ConverseValidationError", "check_request",
+           "rule_rows", "violations"]
 
 Messages = Sequence[dict[str, Any]]
 
@@ -125,3 +128,26 @@ def rule_rows() -> list[dict[str, str]]:
     """The rules as table rows (notebook 00): what each checks and Bedrock's message for its example."""
     return [{"rule": rule["id"], "checks": rule["checks"], "Bedrock says": violations(rule["example"])[0][1]}
             for rule in RULES]
+
+
+
+class AlternatingSummarizingConversationManager(SummarizingConversationManager):
+    """The SDK's SummarizingConversationManager, with a split point that keeps user and assistant alternating.
+
+    In strands-agents 1.62 the summary is a user message placed before the messages it keeps; when those start with a
+    user message, the next request holds two user messages in a row and Bedrock refuses it ("A conversation must
+    alternate between user and assistant roles..."). The SDK moves its split point to keep toolUse/toolResult pairs
+    together in `_adjust_split_point_for_tool_pairs`, a method it keeps for subclasses to override; this one also
+    moves it by one message so that the kept messages start with the assistant's (one more message is summarized when
+    the preserved recent messages allow it, else one fewer). Same settings as the SDK's manager.
+    """
+
+    def _adjust_split_point_for_tool_pairs(self, messages: list[Any], split_point: int) -> int:
+        split = super()._adjust_split_point_for_tool_pairs(messages, split_point)
+        if 0 < split < len(messages) and messages[split]["role"] == "user":
+            later = split + 1
+            if later <= len(messages) - self.preserve_recent_messages and later < len(messages):
+                return super()._adjust_split_point_for_tool_pairs(messages, later)
+            if split > 1:
+                return super()._adjust_split_point_for_tool_pairs(messages, split - 1)
+        return split

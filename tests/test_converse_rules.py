@@ -50,3 +50,28 @@ def test_a_result_for_another_call_is_refused():
                                                          "content": [{"text": "x"}]}}]}
     found = dict(violations([user("Look."), USE, other]))
     assert "tool-result-matched" in found and "tool-use-answered" in found
+
+
+@pytest.mark.parametrize("turns", [3, 4, 5, 6, 7, 8])
+def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the_alternating_one_never(turns):
+    """strands-agents 1.62: the summary (a user message) goes before the kept messages; an even split keeps a user
+    message first, a request Bedrock refuses. The subclass moves the split by one message."""
+    from strands import Agent
+    from strands.agent.conversation_manager import SummarizingConversationManager
+
+    from companion.converse_rules import AlternatingSummarizingConversationManager
+    from companion.offline_model import OfflineModel
+
+    results = {}
+    for manager in (SummarizingConversationManager, AlternatingSummarizingConversationManager):
+        agent = Agent(model=OfflineModel(), callback_handler=None,
+                      conversation_manager=manager(summary_ratio=0.3, preserve_recent_messages=2))
+        for i in range(turns):
+            agent(f"My item {i} is thing{i}.")
+        agent.conversation_manager.reduce_context(agent)
+        results[manager.__name__] = [rule for rule, _ in violations(agent.messages)]
+        if manager is AlternatingSummarizingConversationManager:
+            assert agent.messages[0]["content"][0]["text"].startswith("## Conversation Summary")
+    assert results["AlternatingSummarizingConversationManager"] == []
+    split = max(1, int(2 * turns * 0.3))
+    assert results["SummarizingConversationManager"] == (["alternating-roles"] if split % 2 == 0 else [])

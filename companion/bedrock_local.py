@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import binascii
 import json
+import os
 import re
 import struct
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -253,6 +255,21 @@ class LocalBedrock:
 
 _RUNNING: LocalBedrock | None = None
 _RUNNING_LOCK = threading.Lock()
+CONNECT_LOG_ENV = "WORKBOOK_CONNECT_LOG"
+_SEEN_HOSTS: set[str] = set()
+
+
+def _record_connection(event: str, args: tuple) -> None:
+    """Audit hook: append each host this process connects to (once) to $WORKBOOK_CONNECT_LOG."""
+    if event != "socket.connect":
+        return
+    address = args[1]
+    host = str(address[0]) if isinstance(address, tuple) else "unix-socket"
+    if host in _SEEN_HOSTS:
+        return
+    _SEEN_HOSTS.add(host)
+    with open(os.environ[CONNECT_LOG_ENV], "a", encoding="utf-8") as log:
+        log.write(f"{os.getpid()} {host}\n")
 
 
 def local_bedrock(voice: str | None = None) -> LocalBedrock:
@@ -261,5 +278,7 @@ def local_bedrock(voice: str | None = None) -> LocalBedrock:
     global _RUNNING
     with _RUNNING_LOCK:
         if _RUNNING is None:
+            if os.environ.get(CONNECT_LOG_ENV):  # the test suite's proof that only 127.0.0.1 is contacted
+                sys.addaudithook(_record_connection)
             _RUNNING = LocalBedrock(voice=voice).start()
         return _RUNNING

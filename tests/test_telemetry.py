@@ -7,11 +7,14 @@ it loads. companion/embeddings.py sets it itself, so the child below starts WITH
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,7 +71,18 @@ def test_no_dns_query(embedding_run):
 def test_every_entry_point_disables_it():
     """The kernel, make's commands, and anything importing the companion set it before onnxruntime can load."""
     makefile = (REPO / "Makefile").read_text()
-    assert "--env ORT_DISABLE_TELEMETRY 1" in makefile, "the workbook kernel starts with it"
+    # The kernel is registered by tools/workbook.py (make's set-up calls it) and by tools/wheelhouse.py's offline
+    # install, both with the variable in the kernel spec; the kernel spec installed in this environment has it.
+    spec = importlib.util.spec_from_file_location("workbook_tool", REPO / "tools" / "workbook.py")
+    workbook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(workbook)
+    kernel_install = workbook.install_commands("python", [])[1]
+    assert kernel_install[kernel_install.index("--env"):][:3] == ["--env", "ORT_DISABLE_TELEMETRY", "1"]
+    assert "tools/workbook.py setup" in makefile, "make's set-up registers the kernel through the script"
+    assert '"--env", "ORT_DISABLE_TELEMETRY", "1"' in (REPO / "tools" / "wheelhouse.py").read_text(), "the offline install"
+    installed = Path(sys.prefix) / "share" / "jupyter" / "kernels" / workbook.KERNEL / "kernel.json"
+    if installed.exists():
+        assert json.loads(installed.read_text())["env"]["ORT_DISABLE_TELEMETRY"] == "1", installed
     assert re.search(r"^export ORT_DISABLE_TELEMETRY", makefile, re.M), "make lab / make test / make notebooks"
     env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
     done = subprocess.run(  # the evaluation command's import (the package's __init__ runs first for any module)

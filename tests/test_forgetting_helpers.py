@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import pytest
-from conftest import assistant, user
 from strands import Agent
 from strands.agent.conversation_manager import (
     NullConversationManager,
@@ -37,6 +36,7 @@ from companion.metering import MeteredModel
 from companion.offline_model import OfflineModel
 from companion.pruning import STRATEGIES, JsonHistoryStore, count_tokens, prune
 from companion.workspace import UnsafePathError
+from conftest import assistant, user
 
 
 def test_scripted_turns_plant_filler_question():

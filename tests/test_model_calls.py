@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from conftest import assistant, user
 from strands import Agent
 from strands.agent.conversation_manager import SlidingWindowConversationManager
 
 from companion import OfflineModel
 from companion.model_calls import SLIDING_WINDOW_LOGGER, contains_message, is_pinned, mentions, sdk_warnings
+from conftest import assistant, user
 
 
 def test_contains_message_matches_role_and_whole_text():

@@ -6,7 +6,6 @@ import asyncio
 import socket
 
 import pytest
-from conftest import assistant, user
 from pydantic import BaseModel
 from strands import Agent
 from strands.agent.conversation_manager import SlidingWindowConversationManager, SummarizingConversationManager
@@ -17,6 +16,7 @@ from strands.vended_memory_stores.test_memory_store import TestMemoryStore
 
 from companion.backends import NOVA_PRO_CONTEXT_WINDOW
 from companion.offline_model import OfflineModel
+from conftest import assistant, user
 
 
 def ask(agent: Agent, prompt: str) -> str:

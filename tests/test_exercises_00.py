@@ -80,6 +80,34 @@ def test_code_exercises_2_to_4_run_after_the_check_cells(tmp_path, workspace_roo
     assert re.search(r"1 turns: 2 messages\n2 turns: 4 messages\n3 turns: 6 messages\n", printed)
 
 
+# Another backend, without calling it: the check cells run again with $WORKBOOK_BACKEND=bedrock (the notebook's model
+# stays the offline one). Only the rows that depend on the offline model's wording or token count may be skipped.
+OTHER_BACKEND = """
+import os
+os.environ["WORKBOOK_BACKEND"], backend = "bedrock", None
+print("backend now:", resolve_backend(backend))
+"""
+
+
+def test_on_another_backend_only_the_offline_rows_are_skipped(tmp_path, workspace_root):
+    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    notebook.cells += [nbformat.v4.new_code_cell(OTHER_BACKEND)]
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in check_cells(notebook)]
+    path = tmp_path / "other_backend.ipynb"
+    nbformat.write(notebook, path)
+    printed, result = run(path, tmp_path, {"workspace": "ex_00c"})
+    assert "backend now: bedrock" in printed
+    offline, other = ledger_text(result).split("Check yourself: ")[1:]
+    assert offline.startswith("12 of 12 claims hold\n")
+    assert other.startswith("10 of 12 claims hold, 2 not checked on this run\n"), other
+    skipped = [line for line in other.splitlines() if line.startswith("– ")]
+    assert skipped == [
+        "– [S1] the offline model says plainly what it cannot see",
+        "– [S2] offline, input tokens are the SDK's estimate of what the call received",
+    ]
+    assert other.count("not checked: ") == 2, "each skipped row says why"
+
+
 @pytest.mark.parametrize(
     "parameters, message",
     [

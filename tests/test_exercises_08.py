@@ -39,7 +39,7 @@ def test_exercise_2_another_pair_of_users(tmp_path, workspace_root):
     shown = printed(notebook, plain=True)  # the tables' text/plain too
     ledger = ledger_text(notebook)
     assert checks_held(notebook)
-    assert "30 turns for lin, 5 for sam" in shown and "sam, scoped:" in shown
+    assert "30 turns for lin, 5 for sam" in shown and "sam, scoped, on what sam stated:" in shown
     for table_name in ("lin, scoped", "lin, no scope", "sam's memories injected without scope"):
         assert table_name in shown, f"the scope table is headed {table_name!r}"
     assert "facts-about-lin.md" in shown and "# Facts about lin" in shown and "# History of lin" in shown

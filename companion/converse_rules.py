@@ -17,8 +17,8 @@ from typing import Any
 
 from strands.agent.conversation_manager import SummarizingConversationManager
 
-__all__ = ["RULES", "AlternatingSummarizingConversationManager", "ConverseValidationError", "check_request",
-           "rule_rows", "violations"]
+__all__ = ["RULES", "AlternatingSummarizingConversationManager", "ConverseValidationError", "ValidationException",
+           "check_request", "rule_rows", "violations"]
 
 Messages = Sequence[dict[str, Any]]
 
@@ -29,6 +29,15 @@ class ConverseValidationError(ValueError):
     def __init__(self, rule: str, message: str) -> None:
         super().__init__(message)
         self.rule = rule
+
+
+class ValidationException(ConverseValidationError):
+    """What the offline model raises for such a request: the same words botocore shows for Bedrock's answer."""
+
+    def __init__(self, rule: str, message: str, operation: str = "ConverseStream") -> None:
+        super().__init__(rule, f"An error occurred (ValidationException) when calling the {operation} operation: "
+                               f"{message}")
+        self.bedrock_message = message
 
 
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

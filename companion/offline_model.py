@@ -88,12 +88,16 @@ class OfflineModelConfig(TypedDict, total=False):
             ContextWindowOverflowException, as a real model does when its window is full.
         voice: "plain" (the committed outputs) or "paraphrase" (same rules, other words; see companion/voices.py);
             default $WORKBOOK_VOICE, else "plain".
+        validate_requests: Refuse, as Bedrock's Converse API does and with its words, a request whose messages
+            break one of companion.converse_rules.RULES (a toolUse without its toolResult, roles that do not
+            alternate, an empty text block ...): raises converse_rules.ValidationException.
     """
 
     model_id: str
     context_window_limit: int
     overflow_at_tokens: int | None
     voice: str
+    validate_requests: bool
 
 
 def _tagged(text: str, tag: str, attributes: bool) -> list[tuple[int, int, int, int]]:
@@ -293,6 +297,7 @@ class OfflineModel(Model):
             "context_window_limit": NOVA_PRO_CONTEXT_WINDOW,
             "overflow_at_tokens": None,
             "voice": resolve_voice(None),
+            "validate_requests": False,
         }
         self.update_config(**config)
 
@@ -480,6 +485,12 @@ class OfflineModel(Model):
         **kwargs: Any,
     ) -> AsyncIterable[StreamEvent]:
         """Answer one call as a Bedrock ConverseStream would, usage included; never touches the network."""
+        if self.config.get("validate_requests"):
+            from .converse_rules import ValidationException, violations
+
+            found = violations(messages)
+            if found:
+                raise ValidationException(*found[0])
         input_tokens = await self.count_tokens(messages, tool_specs, system_prompt, system_prompt_content)  # type: ignore[arg-type]
         limit = self.config.get("overflow_at_tokens")
         if limit is not None and input_tokens > limit:

@@ -75,3 +75,21 @@ def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the
     assert results["AlternatingSummarizingConversationManager"] == []
     split = max(1, int(2 * turns * 0.3))
     assert results["SummarizingConversationManager"] == (["alternating-roles"] if split % 2 == 0 else [])
+
+
+def test_the_offline_model_refuses_what_bedrock_refuses_when_asked_to():
+    import asyncio
+
+    from companion.converse_rules import ValidationException
+    from companion.offline_model import OfflineModel
+
+    crashed = [user("What is my codename?"), USE, user("Are you there?")]
+
+    async def call(model):
+        return [event async for event in model.stream(crashed)]
+
+    with pytest.raises(ValidationException) as raised:
+        asyncio.run(call(OfflineModel(validate_requests=True)))
+    assert str(raised.value) == ("An error occurred (ValidationException) when calling the ConverseStream operation: "
+                                 "Expected toolResult blocks at messages.2.content for the following Ids: tooluse_1")
+    assert asyncio.run(call(OfflineModel(validate_requests=False)))

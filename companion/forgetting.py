@@ -1,24 +1,29 @@
 """Forgetting on purpose: remove one fact of one user from every store notebook 09 writes, and nothing else.
 
 `forget(stores, key, user=...)` finds the values the user's data states for `key` (e.g. "home address") and removes
-every statement of them:
+every statement of that fact, and nothing else: a text states it when the offline model's reader reads a statement of
+the key in it, or when it holds one of the values as a whole (word boundaries, any case) outside the values of the
+other facts it states ("My favourite pub is the Harbour Inn." stays when the home address "The Harbour" goes):
 
 - session message files (`FileSessionManager`): the sentences that state the fact are cut out of each message's text,
   in place, so every `message_<N>.json` keeps its number and role and the session stays restorable (deleting a file
   would shift the SDK's `removed_message_count` offset by one message);
 - the summary (`SummarizingConversationManager`'s `summary_message` in agent.json): re-written by the model from the
   redacted messages it folded (`summarizer=`), or with the sentences cut out when no model is given;
-- `agent.state`: every entry named like the key or holding the value is removed;
+- `agent.state`: every entry named like the key, or whose text is one of the values or states the key, is removed;
 - the vector store file (`SqliteVecMemoryStore`, shared by users): the user's rows are deleted from the table, the
   sqlite-vec index and the FTS5 index with `PRAGMA secure_delete = ON`, the FTS5 index is merged ('optimize') so no
   segment keeps the deleted terms, and the file is rebuilt with VACUUM so no free page keeps old bytes;
 - markdown files (`FileMemoryStore`, `memory/<user>/`): the lines are removed; a file left with no fact is deleted,
   and a file whose name spells the fact is renamed.
 
-The order is: the database rows are deleted and committed first, then the files are replaced one by one, then the
-database file is rebuilt (VACUUM). `observe(what, path)`, if given, is called with each transient file while it still
-exists (the database's rollback journal just before the commit, each old file just before it is replaced or deleted,
-each new file's temporary copy just before its rename, the database file just before VACUUM), so a caller can scan
+Everything is planned before anything changes (`ForgetReport.plan`), then applied step by step in this order: the
+database rows are deleted and committed, the database file is rebuilt (VACUUM), then the files are replaced one by
+one. A failure at any step raises `PartialForget`, naming what was done and what is left; running forget() again
+reads the stores again and finishes (the files come last, so what is left still states the fact).
+`observe(what, path)`, if given, is called with each transient file while it still
+exists (the database's rollback journal just before the commit, the database file just before VACUUM, each new file's
+temporary copy just before its rename, each old file just before it is replaced or deleted), so a caller can scan
 bytes that are gone from the folder once forget() returns.
 
 The store's SQLite library (`sqlean` here) cannot see a lock that this same process holds through another copy of
@@ -26,7 +31,8 @@ SQLite (the standard `sqlite3`): forget() reads the kernel's lock table first an
 
 `user=None` forgets the key for every user: the mistake of a delete without a scope, kept for notebook 09's exercise.
 Before anything changes, every store is checked (present, readable, the database lock taken): a missing or locked
-store, an unknown user or a fact that is not stored raises a `ForgetError` and nothing is changed.
+store, an unknown user or a fact that is not stored raises a `ForgetError` and nothing is changed. The plan is held in
+memory, not written to a file: a plan file would spell the fact (the old markdown file names do).
 """
 
 from __future__ import annotations
@@ -100,15 +106,48 @@ class Change:
 
 @dataclass
 class ForgetReport:
-    """What forget() found and changed."""
+    """What forget() found and changed: `plan` is every change, decided before the first one; `changes` the ones
+    done (all of them when forget() returns)."""
 
     user: str | None
     key: str
     values: list[str]
     changes: list[Change] = field(default_factory=list)
+    plan: list[Change] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, str]]:
         return [{"store": c.store, "file": c.file, "what changed": c.what} for c in self.changes]
+
+
+class PartialForget(RuntimeError):
+    """forget() failed part way through its plan: some changes are done, the rest are not. Running forget() again
+    finishes the job (it reads the stores again and plans what is left). `done` and `left` list the changes;
+    `report` is the report so far; the error that stopped it is the exception's cause."""
+
+    def __init__(self, report: ForgetReport, failed: Change, error: BaseException, left: list[Change]):
+        self.report, self.failed, self.done, self.left = report, failed, list(report.changes), left
+
+        def listed(changes: list[Change]) -> str:
+            return "; ".join(f"{c.file}: {c.what}" for c in changes) or "nothing"
+
+        super().__init__(
+            f"forget() stopped part way: {failed.file} ({failed.what}) failed with {type(error).__name__}: {error}. "
+            f"Done: {listed(self.done)}. Left: {listed(left)}. Run forget() again to finish: it reads the stores "
+            "again and does what is left."
+        )
+
+
+@dataclass
+class _Step:
+    """One change of the plan: what it does (for the report) and how."""
+
+    changes: list[Change]
+    run: Callable[[], None]
+
+
+def _apply(step: _Step) -> None:
+    """Carry out one step of the plan (tests replace this to inject a failure at any step)."""
+    step.run()
 
 
 # ---------------------------------------------------------------------- reading the fact out of text
@@ -124,9 +163,27 @@ def stated_values(text: str, key: str) -> list[str]:
 
 
 def mentions(text: str, key: str, values: list[str]) -> bool:
-    """Whether a text states the key or contains one of the values (case-insensitive)."""
-    lowered = text.lower()
-    return any(v.lower() in lowered for v in values) or bool(stated_values(text, key))
+    """Whether a text states the fact: a statement of `key` (read with the offline model's rules), or one of the
+    values as a whole (word boundaries, any case) outside the values of the other facts the text states.
+
+    "My favourite pub is the Harbour Inn." states the favourite pub, so it does not mention a home address "The
+    Harbour" although the words are there; "I live at the harbour now!" (no statement read) does."""
+    found = facts.statements(text)
+    if any(_same_key(f.key, key) for f in found):
+        return True
+    for other in found:  # another fact's value belongs to that fact, even when it holds this one's words
+        text = re.sub(re.escape(other.value), " ", text, flags=re.IGNORECASE)
+    return any(re.search(rf"(?<!\w){re.escape(v)}(?!\w)", text, re.IGNORECASE) for v in values if v.strip())
+
+
+def _entry_states(name: str, item: Any, key: str, values: list[str]) -> bool:
+    """Whether a state entry states the fact: it is named like the key, or its text is one of the values (whole) or
+    a statement of the key. An entry named for another fact keeps its value ("favorite pub": "the Harbour Inn")."""
+    if _same_key(name, key):
+        return True
+    if not isinstance(item, str):
+        return False
+    return item.strip().lower() in {v.strip().lower() for v in values} or bool(stated_values(item, key))
 
 
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+")
@@ -152,7 +209,10 @@ def _redact_json(data: Any, key: str, values: list[str], *, drop_entries: bool) 
     if isinstance(data, dict):
         out = {}
         for name, item in data.items():
-            if drop_entries and (_same_key(str(name), key) or (isinstance(item, str) and mentions(item, key, values))):
+            if drop_entries and _entry_states(str(name), item, key, values):
+                continue
+            if drop_entries and isinstance(item, str):
+                out[name] = item  # a string entry named for another fact: that fact's value (see _entry_states)
                 continue
             out[name] = _redact_json(item, key, values, drop_entries=drop_entries)
         return out
@@ -269,11 +329,15 @@ def known_users(stores: Stores, busy_timeout: float = 1.0) -> list[str]:
 
 def _summarize(summarizer: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """A new summary of `messages` from the model, asked as the SDK's summarizing manager asks (its system prompt and
-    "Please summarize this conversation."), returned as the user-role message the manager stores."""
+    "Please summarize this conversation."), returned as the user-role message the manager stores. When the folded
+    messages end with a user message, an assistant message "(continued)" goes before the request, as Bedrock wants
+    roles to alternate."""
     from strands import Agent
     from strands.agent.conversation_manager.summarizing_conversation_manager import DEFAULT_SUMMARIZATION_PROMPT
 
     folded = [{"role": m["role"], "content": m["content"]} for m in messages]
+    if folded and folded[-1]["role"] == "user":  # the request is a user message: Bedrock wants roles to alternate
+        folded.append({"role": "assistant", "content": [{"text": "(continued)"}]})
     agent = Agent(model=summarizer, system_prompt=DEFAULT_SUMMARIZATION_PROMPT, messages=folded, callback_handler=None)
     result = agent(SUMMARY_REQUEST)
     return {"role": "user", "content": [dict(block) for block in result.message["content"]]}
@@ -316,7 +380,8 @@ def forget(
     `summarizer` is the model that re-writes a summary that mentions the fact (the notebook passes the agent's model);
     without one, the summary's sentences about the fact are cut out. `rewrite_summaries=False` leaves summaries as they
     are (the mistake notebook 09's first exercise shows). Raises `ForgetError` (nothing changed) for a missing,
-    damaged or locked store, an unknown user, or a fact the user's data does not hold.
+    damaged or locked store, an unknown user, or a fact the user's data does not hold; `PartialForget` (some changes
+    done, the rest not; run forget() again to finish) when a step of the plan fails.
     """
     if not isinstance(key, str) or not key.strip():
         raise ForgetError(f"forget() needs the fact's key, e.g. 'home address'; got {key!r}. Nothing was changed.")
@@ -359,6 +424,10 @@ def forget(
     # 2. Plan every new file content (and the rewritten summaries) before changing anything.
     writes: dict[Path, str] = {}
     deletes: list[Path] = []
+    said: dict[Path, list[Change]] = {}  # the changes each file's write or deletion makes
+
+    def plan(path: Path, change: Change) -> None:
+        said.setdefault(path, []).append(change)
     for agent_json, data in agents:
         redacted_messages = []
         for path, message_data in messages[agent_json]:
@@ -369,13 +438,13 @@ def forget(
             redacted_messages.append(new["message"])
             if new != message_data:
                 writes[path] = json.dumps(new, indent=2, ensure_ascii=False)
-                report.changes.append(Change("session messages", stores.show(path),
-                                             "sentences stating the fact cut out of the message text"))
+                plan(path, Change("session messages", stores.show(path),
+                                  "sentences stating the fact cut out of the message text"))
         new_agent = dict(data)
         state = _redact_json(data.get("state", {}), key, values, drop_entries=True)
         if state != data.get("state", {}):
             new_agent["state"] = state
-            report.changes.append(Change("agent.state", stores.show(agent_json), "state entries holding the fact removed"))
+            plan(agent_json, Change("agent.state", stores.show(agent_json), "state entries holding the fact removed"))
         manager = dict(data.get("conversation_manager_state", {}))
         summary = manager.get("summary_message")
         if summary and mentions(message_text(summary), key, values) and rewrite_summaries:
@@ -388,12 +457,14 @@ def forget(
                 manager["summary_message"] = _redact_json(summary, key, values, drop_entries=False)
                 how = "summary's sentences stating the fact cut out"
             new_agent["conversation_manager_state"] = manager
-            report.changes.append(Change("summary", stores.show(agent_json), how))
+            plan(agent_json, Change("summary", stores.show(agent_json), how))
         internal = _redact_json(data.get("_internal_state", {}), key, values, drop_entries=False)
         if internal != data.get("_internal_state", {}):
             new_agent["_internal_state"] = internal
         if new_agent != data:
             writes[agent_json] = json.dumps(new_agent, indent=2, ensure_ascii=False)
+            if agent_json not in said:
+                plan(agent_json, Change("session messages", stores.show(agent_json), "internal state's copies cut out"))
     for path, text in notes:
         kept = [line for line in text.split("\n") if not mentions(line, key, values)]
         if kept == text.split("\n"):
@@ -401,7 +472,7 @@ def forget(
         facts_left = [line for line in kept if line.strip() and not line.lstrip().startswith("#")]
         if not facts_left:
             deletes.append(path)
-            report.changes.append(Change("markdown", stores.show(path), "file deleted (it held only the fact)"))
+            plan(path, Change("markdown", stores.show(path), "file deleted (it held only the fact)"))
             continue
         target = path
         if any(slug(v) and slug(v) in path.name for v in values):
@@ -409,8 +480,10 @@ def forget(
             target = path.with_name(f"{slug(first)[:50].rstrip('-') or 'memory'}.md")
             deletes.append(path)
         writes[target] = "\n".join(kept)
-        report.changes.append(Change("markdown", stores.show(path), "lines stating the fact removed"
-                                     + (f"; renamed to {target.name} (its name spelled the fact)" if target != path else "")))
+        plan(target, Change("markdown", stores.show(path), "lines stating the fact removed"
+                            + (f"; renamed to {target.name} (its name spelled the fact)" if target != path else "")))
+        if target != path:
+            plan(path, Change("markdown", stores.show(path), "the file under its old name deleted"))
     doomed = [r for r in rows if mentions(r[1], key, values)]
 
     # 3. Take the database's write lock; a locked store stops everything here, before any change.
@@ -424,45 +497,66 @@ def forget(
             db.execute("BEGIN IMMEDIATE")
         except module.DatabaseError as error:
             raise _db_failure(stores, error, module) from None
-        try:
-            for memory_id, _, _ in doomed:
-                db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-                db.execute("DELETE FROM memory_vectors WHERE rowid = ?", (memory_id,))
-                db.execute("DELETE FROM memory_keywords WHERE rowid = ?", (memory_id,))
-            if doomed:
-                db.execute("INSERT INTO memory_keywords(memory_keywords) VALUES ('optimize')")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
         if not doomed and not writes and not deletes:
             db.execute("ROLLBACK")
             raise NothingToForgetError(
                 f"The values {values} of {key!r} for {scope} are stated nowhere forget() can remove them "
                 "(they are already gone). Nothing was changed."
             )
-        journal = stores.vectors.with_name(stores.vectors.name + "-journal")
-        if observe is not None and journal.exists():
-            observe("rollback journal", journal)
-        db.execute("COMMIT")
-        if doomed:
-            report.changes.append(Change(
-                "vector store", stores.show(stores.vectors),
-                f"{len(doomed)} row(s) deleted from memories, memory_vectors and memory_keywords "
-                "(secure_delete on, FTS5 index merged)"))
-        # 4. The files, each replaced whole (write a new file, then rename it over the old one).
-        for path, text in writes.items():
-            _replace(path, text, observe)
-        for path in deletes:
-            if path not in writes:
-                if observe is not None:
-                    observe("old file", path)
-                path.unlink()
-        # 5. Rebuild the database file so no free page keeps bytes of deleted rows.
-        if doomed:
+        free_pages = db.execute("PRAGMA freelist_count").fetchone()[0]
+        if not doomed:
+            db.execute("ROLLBACK")
+
+        # 4. The plan, whole, before the first change: the rows, VACUUM, then the files one by one.
+        def delete_rows() -> None:
+            try:
+                for memory_id, _, _ in doomed:
+                    db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+                    db.execute("DELETE FROM memory_vectors WHERE rowid = ?", (memory_id,))
+                    db.execute("DELETE FROM memory_keywords WHERE rowid = ?", (memory_id,))
+                db.execute("INSERT INTO memory_keywords(memory_keywords) VALUES ('optimize')")
+                journal = stores.vectors.with_name(stores.vectors.name + "-journal")
+                if observe is not None and journal.exists():
+                    observe("rollback journal", journal)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
+        def vacuum() -> None:
             if observe is not None:
                 observe("database before VACUUM", stores.vectors)
             db.execute("VACUUM")
-            report.changes.append(Change("vector store", stores.show(stores.vectors), "VACUUM: the file rebuilt, no free pages"))
+
+        def delete_file(path: Path) -> Callable[[], None]:
+            def run() -> None:
+                if observe is not None:
+                    observe("old file", path)
+                path.unlink(missing_ok=True)
+            return run
+
+        database = stores.show(stores.vectors)
+        steps: list[_Step] = []
+        if doomed:
+            steps.append(_Step([Change("vector store", database,
+                                       f"{len(doomed)} row(s) deleted from memories, memory_vectors and memory_keywords "
+                                       "(secure_delete on, FTS5 index merged)")], delete_rows))
+        if doomed or free_pages:
+            steps.append(_Step([Change("vector store", database, "VACUUM: the file rebuilt, no free pages")], vacuum))
+        steps += [_Step(said[path], lambda path=path, text=text: _replace(path, text, observe))
+                  for path, text in writes.items()]
+        steps += [_Step(said[path], delete_file(path)) for path in deletes if path not in writes]
+        report.plan = [change for step in steps for change in step.changes]
+
+        # 5. Apply it step by step; on a failure, say what was done and what is left.
+        for number, step in enumerate(steps):
+            try:
+                _apply(step)
+            except Exception as error:
+                left = [change for later in steps[number:] for change in later.changes]
+                raise PartialForget(report, step.changes[0], error, left) from error
+            report.changes += step.changes
     finally:
         db.close()
     return report

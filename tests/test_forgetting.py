@@ -311,3 +311,150 @@ def test_the_scan_normalises_case_whitespace_and_unicode(tmp_path):
     assert ("b.txt", "across a page or line boundary") in {(p.file, p.where) for p in found}
     assert redact_text("* lives at １２　HARBOUR\tlane", KEY, ["12 Harbour Lane"]) != FORGOTTEN, (
         "forget's own matching misses it: the scan is a second method")
+
+
+# ---------------------------------------------------------------------- issue 18: only the fact, and honest failures
+
+
+PUB = ("favorite pub", "the Harbour Inn")
+
+
+@pytest.fixture(scope="module")
+def harbour(tmp_path_factory, embedder) -> Path:
+    """ada's home address is "The Harbour"; her unrelated favourite pub is "the Harbour Inn" (the words overlap)."""
+    root = tmp_path_factory.mktemp("harbour")
+    stores = Stores.under(root)
+    store = SqliteVecMemoryStore(stores.vectors, embedder)
+    for name, address in [("ada", "The Harbour"), ("grace", "7 Quay Street")]:
+        extraction = {"trigger": InvocationTrigger(), "extractor": ModelExtractor()}
+        agent = Agent(
+            model=OfflineModel(),
+            session_manager=FileSessionManager(session_id=f"{name}-chat", storage_dir=str(stores.sessions)),
+            conversation_manager=manager(),
+            memory_manager=MemoryManager(stores=[
+                UserScopedVectors(store, name, extraction=extraction),
+                FileMemoryStore(name=name, storage=LocalFileStorage(base_dir=str(stores.markdown)), extraction=extraction),
+            ], search_tool_config=False, injection=False),
+            state={"user_id": name},
+            callback_handler=None,
+        )
+        agent.add_hook(profile)
+        for line in [f"My {KEY} is {address}.", "My favourite pub is the Harbour Inn.", "My team is payments.",
+                     f"What is my {KEY}?", "What is my favourite pub?", "ok"]:
+            agent(line)
+    store.close()
+    return root
+
+
+def pub_places(stores: Stores) -> dict[str, int]:
+    """Where ada's pub is stated: message files, vector rows, markdown lines, the profile entry."""
+    folder = stores.sessions / "session_ada-chat" / "agents" / "agent_default"
+    def states_pub(text: str) -> bool:
+        return any(facts.normalise_key(f.key) == PUB[0] and f.value == PUB[1] for f in facts.statements(text))
+
+    db, _ = connect(stores.vectors)
+    rows = [c for c, m in db.execute("SELECT content, metadata FROM memories") if json.loads(m)["user"] == "ada"]
+    db.close()
+    return {
+        "messages": sum(states_pub(message_text(read_json(p)["message"])) for p in (folder / "messages").glob("*.json")),
+        "vector rows": sum(states_pub(c) for c in rows),
+        "markdown lines": sum(states_pub(line) for p in (stores.markdown / "memory" / "ada").glob("*.md")
+                              for line in p.read_text(encoding="utf-8").split("\n")),
+        "profile": int(read_json(folder / "agent.json")["state"]["profile"].get(PUB[0]) == PUB[1]),
+    }
+
+
+def test_forgetting_an_address_keeps_the_pub_whose_name_shares_its_words(harbour, tmp_path):
+    """Issue 18: values were matched as substrings, so forgetting the home address "The Harbour" also deleted "My
+    favourite pub is the Harbour Inn." from every store (before the fix: messages 3 -> 0, vector rows, markdown lines
+    and the profile entry 1 -> 0)."""
+    stores = Stores.under(shutil.copytree(harbour, tmp_path / "stores"))
+    before = pub_places(stores)
+    assert before["messages"] >= 3 and before["vector rows"] == 1 and before["markdown lines"] == 1 and before["profile"]
+    forget(stores, KEY, user="ada", summarizer=OfflineModel())
+    assert fact_counts(stores, "ada", [(KEY, "The Harbour")]) == dict.fromkeys(STORE_NAMES, 0), "the address is gone"
+    assert pub_places(stores) == before, "the pub is stated exactly where it was"
+    assert fact_counts(stores, "ada", [PUB])["summary"] == 1, "the re-written summary still has the pub"
+
+
+def test_mentions_needs_the_fact_not_a_substring():
+    from companion.forgetting import mentions
+
+    assert not mentions("My favourite pub is the Harbour Inn.", KEY, ["The Harbour"])
+    assert not mentions("Noted: your favorite pub is the Harbour Inn.", KEY, ["The Harbour"])
+    assert not mentions("My team is 12 Harbour Lanes.", KEY, ["12 Harbour Lane"]), "a whole value, not a prefix"
+    assert mentions("I live at the harbour now!", KEY, ["The Harbour"]), "no statement read: the whole value counts"
+    assert mentions("My home address is The Harbour.", KEY, ["The Harbour"])
+    assert redact_text("the user's favorite pub = the Harbour Inn; the user's home address = The Harbour", KEY,
+                       ["The Harbour"]).startswith("the user's favorite pub = the Harbour Inn")
+
+
+def failing_at(monkeypatch, number: int, error: Exception | None = None) -> list[str]:
+    """Make the plan's step `number` (0-based) raise; returns the steps seen."""
+    import companion.forgetting as forgetting
+
+    seen, real = [], forgetting._apply
+
+    def apply(step):
+        seen.append(step.changes[0].what)
+        if len(seen) == number + 1:
+            raise error or OSError(28, "No space left on device")
+        real(step)
+
+    monkeypatch.setattr(forgetting, "_apply", apply)
+    return seen
+
+
+def test_a_failure_at_every_step_reports_what_is_done_and_left_and_a_rerun_finishes(planted, tmp_path, embedder,
+                                                                                    monkeypatch):
+    """Issue 18: a failure after the database commit surfaced as a raw OSError with no report. Now every step of the
+    plan can fail: PartialForget names what was done and what is left, and running forget() again finishes."""
+    import companion.forgetting as forgetting
+
+    probe = Stores.under(shutil.copytree(planted, tmp_path / "probe"))
+    seen = failing_at(monkeypatch, 10**6)  # counts the steps, fails none
+    forget(probe, KEY, user="ada", summarizer=OfflineModel())
+    steps = len(seen)
+    assert steps >= 5, f"rows, VACUUM, message files, agent.json, markdown: {seen}"
+    kept = [(KEY, USERS["grace"][0]), *USERS["grace"][1]]
+    for number in range(steps):
+        stores = Stores.under(shutil.copytree(planted, tmp_path / f"step-{number}"))
+        grace = fact_counts(stores, "grace", kept)
+        failing_at(monkeypatch, number)
+        with pytest.raises(forgetting.PartialForget) as caught:
+            forget(stores, KEY, user="ada", summarizer=OfflineModel())
+        partial = caught.value
+        assert len(partial.done) + len(partial.left) == len(partial.report.plan), "done and left are the whole plan"
+        assert partial.left[0] == partial.failed and isinstance(partial.__cause__, OSError)
+        assert "No space left on device" in str(partial) and "Run forget() again" in str(partial)
+        assert [c.what for c in partial.done] == [c.what for c in partial.report.plan[: len(partial.done)]]
+        assert not list(stores.root.rglob(".forget_*")) and not stores.vectors.with_name("memory.db-journal").exists()
+        monkeypatch.setattr(forgetting, "_apply", lambda step: step.run())
+        forget(stores, KEY, user="ada", summarizer=OfflineModel())  # the rerun finishes
+        assert places(stores, embedder) == [], f"step {number}: the rerun left a place"
+        assert fact_counts(stores, "grace", kept) == grace
+        assert check_session(stores.sessions, "ada-chat") > 0
+
+
+def test_a_file_rewrite_that_raises_after_the_commit_is_a_partial_forget(stores, embedder, monkeypatch):
+    """The case of the issue: os.replace raising after the rows are committed."""
+    import companion.forgetting as forgetting
+
+    real = os.replace
+    calls = []
+
+    def replace(source, target):
+        calls.append(target)
+        if len(calls) == 2:
+            raise PermissionError(13, "Permission denied", str(target))
+        real(source, target)
+
+    monkeypatch.setattr(forgetting.os, "replace", replace)
+    with pytest.raises(forgetting.PartialForget) as caught:
+        forget(stores, KEY, user="ada", summarizer=OfflineModel())
+    done = [c.what for c in caught.value.done]
+    assert any("row(s) deleted" in w for w in done) and any("VACUUM" in w for w in done) and len(done) >= 3
+    assert caught.value.left and "Permission denied" in str(caught.value)
+    monkeypatch.setattr(forgetting.os, "replace", real)
+    forget(stores, KEY, user="ada", summarizer=OfflineModel())
+    assert places(stores, embedder) == []

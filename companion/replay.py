@@ -4,6 +4,8 @@
     python -m companion.replay 03 05 --class my.yaml    # a subset, by number or name
     python -m companion.replay --dry-run --learners 30  # what the same replay would cost on Bedrock; nothing is sent
     python -m companion.replay --backend bedrock        # prints that estimate first and asks before sending
+    python -m companion.replay --backend bedrock --bedrock-endpoint local --voice paraphrase
+                                                        # the Bedrock path on the wire, locally, in the second voice
 
 The committed notebooks are only read. Each run writes, in the output folder: the executed notebooks, `workspace/`
 (every notebook's workspace, through $WORKBOOK_WORKSPACE_ROOT, so the repository's workspace/ is not touched either),
@@ -385,7 +387,7 @@ def default_jobs() -> int:
 
 
 def execute(plans: list[Plan], out: Path, *, jobs: int, timeout: int, progress: bool | None = None,
-            echo: Any = print) -> dict[str, dict[str, Any]]:
+            echo: Any = print, extra_env: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """Run the plans, at most `jobs` at a time, each in a worker process; returns each notebook's result.
 
     On Ctrl-C (KeyboardInterrupt) the workers are terminated (their kernels exit when their parent does: ipykernel's
@@ -402,8 +404,9 @@ def execute(plans: list[Plan], out: Path, *, jobs: int, timeout: int, progress: 
         "ORT_DISABLE_TELEMETRY": "1",
         "MPLBACKEND": "module://matplotlib_inline.backend_inline",
     }
-    if all(p.parameters["backend"] == "offline" for p in plans):
+    if all(p.parameters["backend"] == "offline" for p in plans) or (extra_env or {}).get("WORKBOOK_BEDROCK_ENDPOINT"):
         base_env["AWS_EC2_METADATA_DISABLED"] = "true"
+    base_env.update(extra_env or {})
     (out / "logs").mkdir(exist_ok=True)
     waiting = list(plans)
     running: dict[str, Any] = {}
@@ -583,7 +586,8 @@ def load_counts(path: Path, plans: list[Plan]) -> dict[str, int]:
     shape = "give the summary.json an offline replay wrote (a mapping with backend and rows)"
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise ReplayError(f"Counts file {path} is not a replay summary: {shape}.")
-    if data.get("backend") != "offline":
+    offline_model = data.get("backend") == "offline" or data.get("bedrock endpoint") == "local"  # the offline model answered
+    if not offline_model:
         raise ReplayError(f"{path} is a {data.get('backend')} replay; the estimate needs an offline one's counts.")
     fields = {"notebook": str, "status": str, "model calls": int, "tokens sent": int, "tokens received": int}
     for number, row in enumerate(data["rows"], 1):
@@ -611,10 +615,18 @@ def run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_fil
     from .display import text_table
 
     out = prepare_output(out, args.notebooks_dir)
-    print(f"Replaying {len(plans)} notebook(s) on the {backend} backend, {args.jobs} at a time, into {out}")
+    extra_env = {}
+    if getattr(args, "voice", None):
+        extra_env["WORKBOOK_VOICE"] = args.voice
+    where = ""
+    if backend == "bedrock" and getattr(args, "bedrock_endpoint", None) == "local":
+        extra_env["WORKBOOK_BEDROCK_ENDPOINT"] = "local"
+        where = " (the local Converse endpoint on 127.0.0.1: nothing is sent to AWS)"
+    voice = f", voice {args.voice}" if getattr(args, "voice", None) else ""
+    print(f"Replaying {len(plans)} notebook(s) on the {backend} backend{where}{voice}, {args.jobs} at a time, into {out}")
     started = time.monotonic()
     try:
-        results = execute(plans, out, jobs=args.jobs, timeout=args.timeout, progress=args.progress)
+        results = execute(plans, out, jobs=args.jobs, timeout=args.timeout, progress=args.progress, extra_env=extra_env)
     except KeyboardInterrupt as interrupt:
         how = "Terminated (SIGTERM)" if isinstance(interrupt, Terminated) else "Interrupted"
         print(f"\n{how}: the running notebooks were stopped; partial outputs are in {out}. "
@@ -624,6 +636,8 @@ def run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_fil
     rows, failures = summarize(plans, results, out)
     rows.append(total_row(rows, wall))
     header = {"class": class_file.name, "class file": str(class_file.path or "(none)"), "backend": backend,
+              "bedrock endpoint": extra_env.get("WORKBOOK_BEDROCK_ENDPOINT", "aws") if backend == "bedrock" else None,
+              "voice": extra_env.get("WORKBOOK_VOICE") or os.environ.get("WORKBOOK_VOICE") or "plain",
               "notebooks": len(plans), "jobs": args.jobs, "wall seconds": round(wall, 1)}
     write_summary(out, rows, failures, header)
     print()
@@ -653,6 +667,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None, help="output folder; default: replays/<class>/")
     parser.add_argument("--backend", choices=("offline", "bedrock"), default=None,
                         help="model backend; default: the class file's, else $WORKBOOK_BACKEND, else offline")
+    parser.add_argument("--bedrock-endpoint", choices=("aws", "local"), default="aws",
+                        help="with --backend bedrock: aws (real Bedrock, paid: the estimate is shown and confirmed first) or "
+                             "local (the real BedrockModel against a local Converse endpoint on 127.0.0.1, answered by "
+                             "the offline model: no credentials, nothing paid, no question asked)")
+    parser.add_argument("--voice", choices=("plain", "paraphrase"), default=None,
+                        help="the offline model's voice (also behind the local endpoint); default: $WORKBOOK_VOICE, else plain")
     parser.add_argument("--jobs", type=int, default=default_jobs(), help="notebooks run at once (default: the cores, %(default)s)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds a cell may run (default %(default)s)")
     parser.add_argument("--learners", type=int, default=None, help="class size for the cost estimate (default: the class file's)")
@@ -699,9 +719,10 @@ def _main(args: argparse.Namespace) -> int:
         learners = args.learners or class_file.learners
         for note in notes:
             print(f"note: {note}")
-        if backend == "bedrock" and not args.dry_run:
+        local = backend == "bedrock" and args.bedrock_endpoint == "local"
+        if backend == "bedrock" and not args.dry_run and not local:
             _require_credentials()
-        if backend == "bedrock" or args.dry_run:
+        if (backend == "bedrock" and not local) or args.dry_run:
             if args.counts:
                 counts = load_counts(args.counts, plans)
                 print(f"Counts from {args.counts}.")

@@ -41,10 +41,11 @@ NOTEBOOKS = REPO / "notebooks"
 SAMPLE = REPO / "classes" / "sample.yaml"
 
 
-def replay_command(*args: str, env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+def replay_command(*args: str, env: dict | None = None, drop: tuple[str, ...] = (), **kwargs) -> subprocess.CompletedProcess:
+    environment = {name: value for name, value in {**os.environ, **(env or {})}.items() if name not in drop}
     return subprocess.run(
         [sys.executable, "-m", "companion.replay", "--no-progress", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})}, **kwargs,
+        cwd=REPO, capture_output=True, text=True, timeout=900, env=environment, **kwargs,
     )
 
 
@@ -218,19 +219,31 @@ def test_check_cells_and_estimate_arithmetic():
 # --- replays (subprocesses, real kernels) -----------------------------------------------------------------------------
 
 
+NO_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK")
+
+
 @pytest.fixture(scope="module")
 def series_replay(tmp_path_factory):
-    """The whole series with the sample class file, once for this module."""
+    """The whole series once for this module, and the suite's one whole-series run: the sample class file, on the
+    Bedrock path (Strands' real BedrockModel over HTTP to the local Converse endpoint, which refuses what Bedrock
+    refuses), answered in the second voice, with every host each process connects to recorded. No AWS credentials."""
     out = tmp_path_factory.mktemp("replay") / "sample"
+    connections = tmp_path_factory.mktemp("connections") / "hosts.log"
     before = digests(discover(NOTEBOOKS))
-    result = replay_command("--class", str(SAMPLE), "--out", str(out))
-    return out, result, before
+    result = replay_command("--class", str(SAMPLE), "--out", str(out), "--backend", "bedrock", "--bedrock-endpoint",
+                            "local", "--voice", "paraphrase",
+                            env={"WORKBOOK_CONNECT_LOG": str(connections)}, drop=NO_CREDENTIALS)
+    return out, result, before, connections
 
 
 def test_series_replay_with_the_sample_class_passes(series_replay):
-    out, result, before = series_replay
+    out, result, before, connections = series_replay
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "the local Converse endpoint on 127.0.0.1" in result.stdout and "voice paraphrase" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
+    assert (summary["backend"], summary["bedrock endpoint"], summary["voice"]) == ("bedrock", "local", "paraphrase")
+    hosts = {line.split()[1] for line in connections.read_text().splitlines()}
+    assert hosts and hosts <= {"127.0.0.1", "unix-socket"}, f"only loopback is contacted: {hosts}"
     rows = {r["notebook"]: r for r in summary["rows"]}
     names = [p.stem for p in discover(NOTEBOOKS)]
     assert list(rows) == [*names, "total"] and summary["failures"] == []
@@ -252,7 +265,7 @@ def test_series_replay_with_the_sample_class_passes(series_replay):
 
 
 def test_bedrock_replay_shows_the_estimate_and_asks_first(series_replay, tmp_path, fake_aws):
-    out, _, _ = series_replay
+    out, _, _, _ = series_replay
     total = json.loads((out / "summary.json").read_text())["rows"][-1]
     result = replay_command("--backend", "bedrock", "--counts", str(out / "summary.json"), "--out", str(tmp_path / "b"),
                             "--learners", "30", input="n\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from strands import Agent
@@ -14,7 +15,12 @@ __all__ = ["turn_counters"]
 
 
 def turn_counters(
-    agent: Agent, storage_dir: str | os.PathLike, session_id: str, fact: str, agent_id: str = "default"
+    agent: Agent,
+    storage_dir: str | os.PathLike,
+    session_id: str,
+    fact: str,
+    agent_id: str = "default",
+    summaries: Sequence[dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
     """Counters after a turn.
 
@@ -23,7 +29,9 @@ def turn_counters(
     the call that just ended may have received more. To know what a call received, record it with a
     BeforeModelCallEvent hook (notebooks 03 and 04).
     stored: message files the session wrote; removed: removed_message_count from agent.json;
-    summaries: summary messages among the kept ones; fact_visible: whether `fact` appears in a kept message.
+    summaries: summary messages among the kept ones: those equal to a message of `summaries` (the summary the SDK
+    recorded, e.g. ``agent.conversation_manager._summary_message``) when given, else recognised by the plain offline
+    voice's title; fact_visible: whether `fact` appears in a kept message.
     """
     record = read_json(agent_dir(storage_dir, session_id, agent_id) / "agent.json")
     return {
@@ -31,6 +39,6 @@ def turn_counters(
         "kept": len(agent.messages),
         "stored": len(message_files(storage_dir, session_id, agent_id)),
         "removed": record["conversation_manager_state"]["removed_message_count"],
-        "summaries": sum(1 for m in agent.messages if is_summary(m)),
+        "summaries": sum(1 for m in agent.messages if is_summary(m, summaries)),
         "fact_visible": any(fact in message_text(m) for m in agent.messages),
     }

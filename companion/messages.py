@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from strands.types.content import Messages
@@ -27,6 +28,7 @@ __all__ = [
     "is_summary",
     "is_summary_request",
     "message_text",
+    "same_message",
     "summary_request_kind",
     "texts_of",
     "without_context_status",
@@ -90,8 +92,20 @@ def is_extraction_request(message: dict[str, Any] | None) -> bool:
     return message is not None and message_text(message).startswith(EXTRACTION_REQUEST)
 
 
-def is_summary(message: dict[str, Any]) -> bool:
-    """The SDK's summarizing manager inserts its summary as a user message; the offline model titles it so."""
+def same_message(message: dict[str, Any], other: dict[str, Any] | None) -> bool:
+    """Whether two messages have the same role and content (the SDK may add metadata such as a tracking id)."""
+    return other is not None and message["role"] == other.get("role") and message["content"] == other.get("content")
+
+
+def is_summary(message: dict[str, Any], known: Sequence[dict[str, Any] | None] | None = None) -> bool:
+    """Whether a message is a summary the SDK's summarizing manager inserted (as a user message).
+
+    With `known`, the summary message(s) the SDK recorded (the manager's ``_summary_message``, agent.json's
+    ``conversation_manager_state["summary_message"]``): whether `message` is one of them, whatever its wording. Without
+    it, the plain offline voice's title: a guess by wording that fails on any other model.
+    """
+    if known is not None:
+        return any(same_message(message, summary) for summary in known)
     return message["role"] == "user" and message_text(message).lstrip().startswith(SUMMARY_TITLE)
 
 

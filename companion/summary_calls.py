@@ -10,20 +10,33 @@ each call as it arrives.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, Iterator
+from collections.abc import AsyncIterable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from strands._async import run_async
+from strands.agent.conversation_manager.compression.context_compression import as_user_summary
+from strands.event_loop.streaming import process_stream
 from strands.models import Model
-from strands.types.content import Messages
+from strands.types.content import Message, Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from .messages import SUMMARIZED_MARKER, content_summary_parts, is_summary, message_text, summary_request_kind
+from .converse_rules import AlternatingSummarizingConversationManager, violations
+from .messages import (
+    CONTENT_CLOSE,
+    CONTENT_OPEN,
+    SUMMARIZED_MARKER,
+    content_summary_parts,
+    is_summary,
+    message_text,
+    summary_request_kind,
+)
 from .model_wrapper import WrappedModel
 
-__all__ = ["CallLog", "captured_log", "sdk_selection", "summary_calls_per_turn"]
+__all__ = ["CallLog", "ConverseSummarizingConversationManager", "captured_log", "sdk_selection",
+           "summary_calls_per_turn", "turn_of_calls"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -37,16 +50,29 @@ class CallLog(WrappedModel):
     summarize: the request itself not counted, and for a ``<content>`` request the messages wrapped inside it);
     ``previous_summary``: whether a summary call's first message is an earlier summary (or, for a ``<content>``
     request, carries one); ``texts``: a summary call's messages as text; ``tools``: the names of the tools offered;
+    ``roles``: the role of each message received; ``refused``: (rule, Bedrock's message) for each Converse rule the
+    request breaks (companion/converse_rules.py; empty when Bedrock would accept it); ``reply``: the text answered;
     ``outcome``: "ok", or "error" when the wrapped model raised (a context overflow, for example).
+
+    `summaries`, when given, returns the summary message(s) the SDK recorded so far (e.g. ``lambda:
+    [manager._summary_message]``, read as each call arrives, before the manager replaces it): a previous summary is
+    recognised as one of them, whatever its wording. Without it, by the plain offline voice's title (and, in a
+    ``<content>`` request, by the context manager's ``[Summarized: `` marker either way).
     """
 
-    def __init__(self, inner: Model) -> None:
+    def __init__(self, inner: Model, summaries: Callable[[], list[Message | None]] | None = None) -> None:
         """Wrap `inner`; its configuration and context window are the wrapper's."""
         super().__init__(inner)
         self.calls: list[dict[str, Any]] = []
+        self.summaries = summaries
 
-
-
+    def _is_previous_summary(self, text: str, message: dict[str, Any] | None = None) -> bool:
+        if self.summaries is not None:
+            known = [m for m in self.summaries() if m]
+            if message is not None:
+                return is_summary(message, known)
+            return any(text == message_text(m) for m in known)
+        return message is not None and is_summary(message)
 
     async def stream(
         self,
@@ -59,11 +85,11 @@ class CallLog(WrappedModel):
         request = summary_request_kind(messages)
         if request == "context":
             texts = [text for _, text in content_summary_parts(messages[0])]
-            previous = bool(texts) and SUMMARIZED_MARKER in texts[0]
+            previous = bool(texts) and (SUMMARIZED_MARKER in texts[0] or self._is_previous_summary(texts[0]))
         else:
             folded = messages[:-1] if request else messages
             texts = [message_text(m) for m in folded] if request else []
-            previous = bool(request and folded and is_summary(folded[0]))
+            previous = bool(request and folded and self._is_previous_summary(texts[0], folded[0]))
         record = {
             "kind": "summary" if request else "turn",
             "request": request,
@@ -71,11 +97,16 @@ class CallLog(WrappedModel):
             "previous_summary": previous,
             "texts": texts,
             "tools": [spec["name"] for spec in tool_specs or []],
+            "roles": [m["role"] for m in messages],
+            "refused": violations(messages),
+            "reply": "",
             "outcome": "pending",
         }
         self.calls.append(record)
         try:
             async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
+                delta = event.get("contentBlockDelta", {}).get("delta", {}) if isinstance(event, dict) else {}
+                record["reply"] += delta.get("text", "")
                 yield event
         except Exception:
             record["outcome"] = "error"
@@ -100,6 +131,17 @@ def summary_calls_per_turn(calls: list[dict[str, Any]], turns: int) -> list[list
         elif call["outcome"] == "ok":
             turn += 1
     return per_turn
+
+
+def turn_of_calls(calls: list[dict[str, Any]]) -> list[int]:
+    """The turn (1, 2, ...) of each call, read from the order of the calls alone: in a conversation without tools a
+    turn ends with its one answered "turn" call (as in :func:`summary_calls_per_turn`)."""
+    turns, turn = [], 1
+    for call in calls:
+        turns.append(turn)
+        if call["kind"] == "turn" and call["outcome"] == "ok":
+            turn += 1
+    return turns
 
 
 def sdk_selection(messages: int, summary_ratio: float, preserve_recent_messages: int) -> int:
@@ -138,3 +180,45 @@ def captured_log(name: str = "strands") -> Iterator[list[str]]:
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagate
+
+
+class ConverseSummarizingConversationManager(AlternatingSummarizingConversationManager):
+    """AlternatingSummarizingConversationManager (kept messages start with the assistant's), whose summary call
+    alternates too, so Bedrock's Converse API accepts every request it causes.
+
+    In strands-agents 1.62 the summary call is the folded messages followed by the user message "Please summarize this
+    conversation." (``generate_summary`` in ``conversation_manager/compression/context_compression.py``). When the
+    kept messages start with the assistant's, the folded ones end with the user's, so that call holds two user
+    messages in a row and Bedrock refuses it; on the proactive path the SDK logs "Proactive summarization failed,
+    continuing" and the conversation is never summarized. This manager sends the folded messages instead as one user
+    message, wrapped as the SDK's context manager wraps them (``<content>``, a ``\n---\n[role]`` block before each
+    message, ``</content>``; ``strands/_context_manager/methods/summarize.py``), under the same summarization system
+    prompt. Same settings as the SDK's manager; the summary is still a user message.
+    """
+
+    def _generate_summary_with_model(self, messages: list[Message], agent: Any) -> Message:
+        blocks: list[dict[str, Any]] = [{"text": CONTENT_OPEN}]
+        for message in messages:
+            blocks.append({"text": f"\n---\n[{message['role']}]"})
+            blocks += [{"text": text} for text in [message_text(message)] if text.strip()]
+        blocks.append({"text": CONTENT_CLOSE})
+        request: list[Message] = [{"role": "user", "content": blocks}]  # type: ignore[list-item]
+        system_prompt = self.summarization_system_prompt
+
+        async def summarize() -> Message:
+            from strands.agent.conversation_manager.summarizing_conversation_manager import (
+                DEFAULT_SUMMARIZATION_PROMPT,
+            )
+
+            chunks = agent.aux_model.stream(
+                request, tool_specs=None, system_prompt=system_prompt or DEFAULT_SUMMARIZATION_PROMPT
+            )
+            reply: Message | None = None
+            async for event in process_stream(chunks):
+                if "stop" in event:
+                    _, reply, _, _ = event["stop"]
+            if reply is None:
+                raise RuntimeError("Failed to generate summary: no response from model")
+            return as_user_summary(reply)
+
+        return run_async(summarize)

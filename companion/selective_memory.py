@@ -79,6 +79,120 @@ def fact_of(text: str) -> tuple[str, str] | None:
     return (found[-1].key, found[-1].value) if found else None
 
 
+# ---------------------------------------------------------------------- lineage
+
+
+LINEAGE_KEY = "lineage"
+"""Where lineage lives: in a message's `metadata["custom"]` (the SDK's free field, persisted, never sent to the model)
+and in a record's `metadata` (the SDK's metadata that `add` receives and `ExtractionResult` carries)."""
+
+# add_memory entries announced by a Lineage hook before the tool runs, by their exact text: the SDK's tool hands each
+# entry to `add` unchanged and without metadata, so the store looks its origin up here.
+_TOOL_ENTRIES: dict[str, list[dict[str, Any]]] = {}
+
+
+def message_lineage(message: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a message sits ({"session_id", "message_index"}), as a `Lineage` hook stamped it; None if unstamped."""
+    custom = (message.get("metadata") or {}).get("custom") or {}
+    return custom.get(LINEAGE_KEY)
+
+
+def _origin(messages: Sequence[dict[str, Any]], derived: str) -> dict[str, Any]:
+    """The lineage of something derived from `messages`: their session and indexes, and how."""
+    stamps = [s for s in map(message_lineage, messages) if s]
+    sessions = sorted({s["session_id"] for s in stamps}, key=str)
+    return {
+        "derived": derived,
+        "session_id": sessions[0] if len(sessions) == 1 else sessions or None,
+        "messages": sorted(s["message_index"] for s in stamps),
+    }
+
+
+class Lineage:
+    """A hook for an Agent: stamps every message it adds with its session and index, so memories can name their source.
+
+    The index is the one the session manager gives the message (its file is `message_<index>.json` in the session's
+    agent folder); without a session manager it is the message's position in the agent's history (session_id None).
+    Before each `add_memory` call it announces the entries with the messages that led to them (the user's message
+    of the turn and the assistant message that asked for the tool), so the store can stamp them as "tool call".
+
+    Args:
+        session_manager: The agent's session manager (its session_id names the session); None without one.
+    """
+
+    def __init__(self, session_manager: Any = None) -> None:
+        self.session_manager = session_manager
+        self.next_index = 0
+        self.last_user_index: int | None = None
+
+    def register_hooks(self, registry: Any, **kwargs: Any) -> None:
+        from strands.hooks import AfterToolCallEvent, AgentInitializedEvent, BeforeToolCallEvent, MessageAddedEvent
+
+        registry.add_callback(AgentInitializedEvent, self._initialized)
+        registry.add_callback(MessageAddedEvent, self._stamp)
+        registry.add_callback(BeforeToolCallEvent, self._tool_starts)
+        registry.add_callback(AfterToolCallEvent, self._tool_ends)
+
+    @property
+    def session_id(self) -> str | None:
+        return getattr(self.session_manager, "session_id", None)
+
+    def _initialized(self, event: Any) -> None:
+        """Continue the numbering of a restored session (or of the history the agent starts with)."""
+        agent = event.agent
+        if self.session_manager is not None:
+            self.next_index = len(self.session_manager.list_messages(self.session_id, agent.agent_id))
+        else:
+            self.next_index = len(agent.messages)
+
+    def _stamp(self, event: Any) -> None:
+        message = event.message
+        stamp = {"session_id": self.session_id, "message_index": self.next_index}
+        message.setdefault("metadata", {}).setdefault("custom", {})[LINEAGE_KEY] = stamp
+        if message["role"] == "user" and any("text" in block for block in message["content"]):
+            self.last_user_index = self.next_index
+        self.next_index += 1
+
+    def _tool_starts(self, event: Any) -> None:
+        tool_use = event.tool_use
+        if tool_use.get("name") != "add_memory":
+            return
+        asked = [i for i in (self.last_user_index, self.next_index - 1) if i is not None]
+        origin = {"derived": "tool call", "session_id": self.session_id, "messages": sorted(set(asked)),
+                  "tool_use_id": tool_use.get("toolUseId")}
+        for entry in (tool_use.get("input") or {}).get("entries") or []:
+            _TOOL_ENTRIES.setdefault(entry, []).append(origin)
+
+    def _tool_ends(self, event: Any) -> None:
+        tool_use = event.tool_use
+        if tool_use.get("name") != "add_memory":
+            return
+        for entry in (tool_use.get("input") or {}).get("entries") or []:
+            left = [o for o in _TOOL_ENTRIES.get(entry, []) if o.get("tool_use_id") != tool_use.get("toolUseId")]
+            if left:
+                _TOOL_ENTRIES[entry] = left
+            else:
+                _TOOL_ENTRIES.pop(entry, None)
+
+
+class LineageExtractor:
+    """Wraps an extractor (the SDK's `ModelExtractor`, or one wrapping it): each fact it returns carries, in the SDK's
+    `ExtractionResult.metadata`, the lineage of the batch of messages it was extracted from."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def extract(self, messages: list[dict[str, Any]], context: Any = None) -> list[Any]:
+        results = await self.inner.extract(messages, context)
+        origin = _origin(messages, "extraction")
+        for result in results:
+            result.metadata = {**(result.metadata or {}), LINEAGE_KEY: dict(origin)}
+        return results
+
+
 class SelectiveMemoryStore:
     """A Strands memory store in one JSON file, with a user scope, superseding updates and expiry.
 
@@ -107,6 +221,9 @@ class SelectiveMemoryStore:
         max_search_results: int = 5,
         description: str = "Facts about the user.",
     ) -> None:
+        if isinstance(extraction, dict) and extraction.get("extractor") is not None \
+                and not isinstance(extraction["extractor"], LineageExtractor):
+            extraction = {**extraction, "extractor": LineageExtractor(extraction["extractor"])}
         self.path = Path(path)
         self.log_path = self.path.with_suffix(".searches.jsonl")
         self.name = name
@@ -154,12 +271,20 @@ class SelectiveMemoryStore:
         return [r for r in mine if self._live(r, at)]
 
     def write(self, content: str, metadata: dict[str, Any] | None = None, source: str = "add") -> str:
-        """Store one memory now and return its id (the synchronous twin of `add`)."""
+        """Store one memory now and return its id (the synchronous twin of `add`).
+
+        The record's `metadata["lineage"]` says where it came from: the one given in `metadata` (how it was derived,
+        the session and the indexes of the messages), else a "direct write" by code; and when ("at"). A record this
+        write supersedes gets `lineage["replaced_by"]` (the new id and the messages it came from); the same fact
+        written again adds its origin to the kept record's `lineage["restated_in"]`.
+        """
         content = re.sub(r"\s+", " ", content).strip()
         if not content:
             raise ValueError("A memory must contain some text; got an empty one.")
         metadata = dict(metadata or {})
         now = self.clock()
+        origin = metadata.pop(LINEAGE_KEY, None) or {"derived": "direct write", "session_id": None, "messages": []}
+        origin = {**origin, "at": now.isoformat()}
         records = self._load()
         new_id = f"m{len(records) + 1:03d}"
         fact = fact_of(content)
@@ -168,10 +293,13 @@ class SelectiveMemoryStore:
             for record in records:
                 if record["user"] != self.user or not self._live(record, now) or record.get("key") != fact[0]:
                     continue
-                if record.get("value") == fact[1]:
-                    return record["id"]  # the same fact again: keep the one record
+                if record.get("value") == fact[1]:  # the same fact again: keep the one record, note where it recurred
+                    _lineage_of(record).setdefault("restated_in", []).append(origin)
+                    self._save(records)
+                    return record["id"]
                 record["valid_until"] = now.isoformat()
                 record["superseded_by"] = new_id
+                _lineage_of(record)["replaced_by"] = {"id": new_id, **origin}
                 replaces = replaces or record.get("replaces") or record["id"]
         valid_until = metadata.pop("valid_until", None)
         if valid_until is None and self.ttl is not None:
@@ -188,7 +316,7 @@ class SelectiveMemoryStore:
                 "valid_until": valid_until,
                 "superseded_by": None,
                 "replaces": replaces,
-                **({"metadata": metadata} if metadata else {}),
+                "metadata": {**metadata, LINEAGE_KEY: origin},
             }
         )
         self._save(records)
@@ -216,12 +344,33 @@ class SelectiveMemoryStore:
         return [MemoryEntry(content=r["content"], metadata={"id": r["id"]}) for r in self.find(query, k)]
 
     async def add(self, content: str, metadata: dict[str, Any] | None = None) -> str:
-        """The SDK's add: the add_memory tool and ModelExtractor's results arrive here."""
+        """The SDK's add: the add_memory tool and ModelExtractor's results arrive here.
+
+        An extracted fact brings its lineage in `metadata` (see `LineageExtractor`); an add_memory entry finds the one
+        a `Lineage` hook announced for it; anything else is recorded as derived by "add", from unknown messages.
+        """
+        metadata = dict(metadata or {})
+        if LINEAGE_KEY not in metadata:
+            announced = _TOOL_ENTRIES.get(content)
+            metadata[LINEAGE_KEY] = (dict(announced[0]) if announced
+                                     else {"derived": "add", "session_id": None, "messages": []})
         return self.write(content, metadata, source="add")
 
     async def add_messages(self, messages: list[dict[str, Any]], context: Any = None) -> list[str]:
         """The SDK's add_messages: extraction without an extractor hands raw messages here; each becomes a memory."""
-        return [self.write(text, source="add_messages") for m in messages if (text := message_text(m).strip())]
+        return [self.write(text, {LINEAGE_KEY: _origin([m], "dump")}, source="add_messages")
+                for m in messages if (text := message_text(m).strip())]
+
+
+def _lineage_of(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's lineage, created (as a direct write) for a record written before lineage existed."""
+    metadata = record.setdefault("metadata", {})
+    return metadata.setdefault(LINEAGE_KEY, {"derived": "direct write", "session_id": None, "messages": []})
+
+
+def lineage(record: dict[str, Any]) -> dict[str, Any] | None:
+    """Where a record came from (`metadata["lineage"]`), or None."""
+    return (record.get("metadata") or {}).get(LINEAGE_KEY)
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
@@ -357,8 +506,18 @@ def history_markdown(user: str, records: Sequence[dict[str, Any]]) -> str:
     lines = [f"# History of {user}"]
     for r in records:
         why = f"superseded by {r['superseded_by']}" if r.get("superseded_by") else "expired"
+        replaced = (lineage(r) or {}).get("replaced_by") or {}
+        if replaced.get("messages"):
+            why += f" from {_messages_named(replaced)}"
         lines.append(f"- {r['content']} (from {r['written_at']} until {r['valid_until']}, {why})")
     return "\n".join(lines) + "\n"
+
+
+def _messages_named(origin: dict[str, Any]) -> str:
+    """'session ada-selective, messages 58, 59' (or 'messages 3, 4' without a session)."""
+    indexes = ", ".join(map(str, origin.get("messages") or []))
+    where = f"session {origin['session_id']}, " if origin.get("session_id") else ""
+    return f"{where}message{'s' if len(origin.get('messages') or []) != 1 else ''} {indexes}"
 
 
 # ---------------------------------------------------------------------- the map

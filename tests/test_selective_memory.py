@@ -17,6 +17,8 @@ from companion.offline_model import OfflineModel
 from companion.selective_memory import (
     START,
     Clock,
+    Lineage,
+    LineageExtractor,
     RecordingModel,
     SelectiveMemoryStore,
     as_markdown,
@@ -26,6 +28,7 @@ from companion.selective_memory import (
     history_markdown,
     injected_entries,
     injected_tokens,
+    lineage,
     memory_map,
     read_records,
     read_searches,
@@ -33,6 +36,7 @@ from companion.selective_memory import (
     tokens,
     words,
 )
+from companion.session_files import message_files
 from tests.conftest import user
 
 matplotlib.use("Agg")
@@ -221,3 +225,60 @@ def test_markdown_and_token_helpers():
     records = [{"id": "m001", "content": "The user's editor is Vim."}]
     assert as_markdown("ada", records) == "# Facts about ada\n- The user's editor is Vim.\n"
     assert tokens("abcde") == 2
+
+
+def test_every_record_carries_its_lineage_and_supersede_names_the_replacing_messages(tmp_path):
+    """Issue 18: each record names its session, the indexes of the messages it came from, how and when it was derived;
+    the named message files exist and state the record's value; a superseded record names the messages that replaced
+    it, and the history file says so."""
+    clock = Clock()
+    lines = ["My editor is Vim.", "ok", "Please remember that my programming language is Python.",
+             "Please remember that my programming language is Go."]
+    every = InvocationTrigger()
+    stores = {
+        "dump": SelectiveMemoryStore(tmp_path / "dump.json", user="ada", clock=clock, extraction={"trigger": every}),
+        "extraction": SelectiveMemoryStore(tmp_path / "x.json", user="ada", clock=clock, supersede=True,
+                                           extraction={"trigger": every, "extractor": ModelExtractor()}),
+        "tool call": SelectiveMemoryStore(tmp_path / "save.json", user="ada", clock=clock, supersede=True),
+    }
+    for derived, store in stores.items():
+        session = FileSessionManager(session_id=f"ada-{derived.replace(' ', '-')}", storage_dir=str(tmp_path / "s"))
+        agent = Agent(model=OfflineModel(), session_manager=session, hooks=[Lineage(session)], callback_handler=None,
+                      memory_manager=MemoryManager(stores=[store], search_tool_config=False, injection=False,
+                                                   add_tool_config=derived == "tool call"))
+        for line in lines:
+            agent(line)
+            clock.advance(minutes=1)
+        files = {int(p.stem.split("_")[1]): json.loads(p.read_text(encoding="utf-8"))["message"]
+                 for p in message_files(tmp_path / "s", session.session_id)}
+        records = read_records(store.path)
+        assert records and all(lineage(r)["derived"] == derived for r in records)
+        for record in records:
+            origin = lineage(record)
+            assert origin["session_id"] == session.session_id and origin["at"] == record["written_at"]
+            named = " ".join(json.dumps(files[i]) for i in origin["messages"])  # every named file exists
+            assert (record["value"] or record["content"]) in named, f"{record['content']!r} is not in {origin}"
+        if derived == "dump":
+            assert [lineage(r)["messages"] for r in records] == [[i] for i in range(len(files))]
+            continue
+        python, go = (next(r for r in records if r["value"] == v) for v in ("Python", "Go"))
+        replaced = lineage(python)["replaced_by"]
+        assert replaced["id"] == go["id"] == python["superseded_by"] and replaced["messages"] == lineage(go)["messages"]
+        assert "Please remember that my programming language is Go." in json.dumps([files[i] for i in replaced["messages"]])
+        assert f"superseded by {go['id']} from session {session.session_id}, messages " in history_markdown(
+            "ada", store.records(history=True))
+    assert lineage(read_records(stores["tool call"].path)[0])["tool_use_id"], "a tool call names its toolUse"
+
+
+def test_lineage_without_an_agent_hook_says_so_and_a_restated_fact_is_noted(tmp_path):
+    store = SelectiveMemoryStore(tmp_path / "s.json", user="ada", supersede=True)
+    store.write("The user's editor is Vim.")
+    asyncio.run(store.add("The user's team is payments."))
+    first, second = read_records(store.path)
+    assert lineage(first) == {"derived": "direct write", "session_id": None, "messages": [], "at": first["written_at"]}
+    assert lineage(second)["derived"] == "add", "an add with no extractor or tool call behind it"
+    store.write("The user's editor is Vim.", {"lineage": {"derived": "extraction", "session_id": "s1", "messages": [4]}})
+    assert len(read_records(store.path)) == 2
+    assert lineage(read_records(store.path)[0])["restated_in"][0]["messages"] == [4]
+    extractor = SelectiveMemoryStore(tmp_path / "x.json", extraction={"extractor": ModelExtractor()}).extraction["extractor"]
+    assert isinstance(extractor, LineageExtractor) and isinstance(extractor.inner, ModelExtractor)

@@ -17,7 +17,7 @@ from strands import Agent
 from strands.agent.conversation_manager import SummarizingConversationManager
 
 from companion import OfflineModel
-from companion.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn
+from companion.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn, turn_of_calls
 from conftest import assistant, user
 
 NOTEBOOK = "05_summarization.ipynb"
@@ -76,7 +76,70 @@ def test_call_log_marks_errors_and_delegates_config():
     with pytest.raises(Exception, match="too long"):
         asyncio.run(consume())
     assert log.calls == [{"kind": "turn", "request": None, "messages": 1, "previous_summary": False, "texts": [], "tools": [],
-                          "outcome": "error"}]
+                          "roles": ["user"], "refused": [], "reply": "", "outcome": "error"}]
+
+
+def test_a_previous_summary_is_known_by_the_managers_record_not_by_its_wording():
+    """On the paraphrase voice the summary has another title: the plain voice's title misses it, the manager's
+    `_summary_message` does not (the summary in agent.messages, counted by turn_counters too)."""
+    from companion.messages import is_summary
+
+    for known in (False, True):
+        manager = SummarizingConversationManager(summary_ratio=0.3, preserve_recent_messages=2)
+        log = CallLog(OfflineModel(voice="paraphrase"), summaries=(lambda m=manager: [m._summary_message]) if known else None)
+        agent = Agent(model=log, callback_handler=None, messages=conversation(5))
+        manager.reduce_context(agent, e=RuntimeError("overflow"))
+        manager.reduce_context(agent, e=RuntimeError("overflow"))  # selects the summary it just wrote
+        assert [c["previous_summary"] for c in log.calls] == [False, known]
+        assert log.calls[1]["texts"] == [log.calls[0]["reply"]] and not log.calls[0]["reply"].startswith("## ")
+    assert is_summary(agent.messages[0], [manager._summary_message]) and not is_summary(agent.messages[0])
+    assert not is_summary(agent.messages[1], [manager._summary_message])
+
+
+def test_turn_counters_count_the_summary_the_sdk_recorded(tmp_path):
+    from strands.session import FileSessionManager
+
+    from companion.counters import turn_counters
+
+    manager = SummarizingConversationManager(summary_ratio=0.3, preserve_recent_messages=2,
+                                             proactive_compression={"compression_threshold": 0.00005})
+    agent = Agent(model=OfflineModel(voice="paraphrase"), callback_handler=None, conversation_manager=manager,
+                  session_manager=FileSessionManager(session_id="s", storage_dir=str(tmp_path)))
+    for prompt in ("My codename is ORION.", "Hello.", "Hello again."):
+        agent(prompt)
+    assert turn_counters(agent, tmp_path, "s", "ORION")["summaries"] == 0  # by the plain title: missed
+    assert turn_counters(agent, tmp_path, "s", "ORION", summaries=[manager._summary_message])["summaries"] == 1
+
+
+@pytest.mark.parametrize("turns", [3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("voice", ["plain", "paraphrase"])
+def test_the_converse_manager_sends_only_requests_bedrock_accepts_and_the_sdks_does_not(turns, voice):
+    """Every request (summary calls included) checked with the Converse rules: the SDK's manager sends refused ones
+    (its summary call after a folded user message, or the summary before a kept user message); the Converse manager,
+    same settings, none, and still folds every turn over the threshold; its summary keeps the facts it folds."""
+    from companion.summary_calls import ConverseSummarizingConversationManager
+
+    refused = {}
+    for manager_class in (SummarizingConversationManager, ConverseSummarizingConversationManager):
+        manager = manager_class(summary_ratio=0.3, preserve_recent_messages=2,
+                                proactive_compression={"compression_threshold": 0.00005})
+        log = CallLog(OfflineModel(voice=voice), summaries=lambda m=manager: [m._summary_message])
+        agent = Agent(model=log, callback_handler=None, conversation_manager=manager)
+        agent("My codename is ORION.")
+        for i in range(1, turns):
+            agent(f"My item{i} is thing{i}.")
+        refused[manager_class] = [(t, c["kind"]) for t, c in zip(turn_of_calls(log.calls), log.calls) if c["refused"]]
+        assert [c["kind"] for c in log.calls].count("summary") == turns - 1
+    assert refused[ConverseSummarizingConversationManager] == []
+    assert (2, "summary") in refused[SummarizingConversationManager]
+    assert "ORION" in " ".join(b["text"] for b in manager._summary_message["content"])
+    assert agent.messages[1]["role"] == "assistant"
+
+
+def test_turn_of_calls_reads_turns_from_the_order_of_calls():
+    calls = [{"kind": "turn", "outcome": "ok"}, {"kind": "summary", "outcome": "ok"}, {"kind": "turn", "outcome": "error"},
+             {"kind": "summary", "outcome": "ok"}, {"kind": "turn", "outcome": "ok"}, {"kind": "turn", "outcome": "ok"}]
+    assert turn_of_calls(calls) == [1, 2, 2, 2, 2, 3]
 
 
 def test_summary_calls_are_grouped_by_the_turn_call_they_precede():

@@ -10,8 +10,11 @@ write policies of notebook 08, which differ only in how the `MemoryManager` is c
 
 All records live in one JSON file (several scoped views may share it); every search is appended to a JSON Lines log
 next to it, so a notebook can check what each query returned from the files alone. Time comes from an injected clock.
-Also here: the scripted conversation of notebook 08, a model wrapper that records every call, and the memory-map
-figure (where each kind of memory enters a model call), drawn from an agent's own objects.
+Every record carries its lineage in its `metadata` (how it was derived, the session and indexes of the messages it came
+from, when; what superseded it): a `Lineage` hook on the writing agent stamps the messages, and the store wraps the
+extractor so each extracted fact carries the messages of its batch. Also here: the scripted conversation of notebook
+08, a model wrapper that records every call, and the memory-map figure (where each kind of memory enters a model call),
+drawn from an agent's own objects.
 """
 
 from __future__ import annotations
@@ -221,9 +224,6 @@ class SelectiveMemoryStore:
         max_search_results: int = 5,
         description: str = "Facts about the user.",
     ) -> None:
-        if isinstance(extraction, dict) and extraction.get("extractor") is not None \
-                and not isinstance(extraction["extractor"], LineageExtractor):
-            extraction = {**extraction, "extractor": LineageExtractor(extraction["extractor"])}
         self.path = Path(path)
         self.log_path = self.path.with_suffix(".searches.jsonl")
         self.name = name
@@ -238,6 +238,18 @@ class SelectiveMemoryStore:
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._save([])
+
+    @property
+    def extraction(self) -> Any:
+        """The SDK's extraction setting; an extractor given here (now or later) is wrapped in `LineageExtractor`."""
+        return self._extraction
+
+    @extraction.setter
+    def extraction(self, extraction: Any) -> None:
+        if isinstance(extraction, dict) and extraction.get("extractor") is not None \
+                and not isinstance(extraction["extractor"], LineageExtractor):
+            extraction = {**extraction, "extractor": LineageExtractor(extraction["extractor"])}
+        self._extraction = extraction
 
     def view(self, **changes: Any) -> SelectiveMemoryStore:
         """Another view on the same file: same name, user, rules and clock unless changed; no extraction unless given."""

@@ -282,3 +282,8 @@ def test_lineage_without_an_agent_hook_says_so_and_a_restated_fact_is_noted(tmp_
     assert lineage(read_records(store.path)[0])["restated_in"][0]["messages"] == [4]
     extractor = SelectiveMemoryStore(tmp_path / "x.json", extraction={"extractor": ModelExtractor()}).extraction["extractor"]
     assert isinstance(extractor, LineageExtractor) and isinstance(extractor.inner, ModelExtractor)
+    later = SelectiveMemoryStore(tmp_path / "later.json")
+    later.extraction = {"trigger": InvocationTrigger(), "extractor": extractor}
+    assert later.extraction["extractor"] is extractor, "set after construction: wrapped once, not twice"
+    later.extraction = {"trigger": InvocationTrigger(), "extractor": ModelExtractor()}
+    assert isinstance(later.extraction["extractor"], LineageExtractor)

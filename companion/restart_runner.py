@@ -11,7 +11,9 @@ import argparse
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .paths import REPO_ROOT
 
@@ -42,6 +44,27 @@ def phase(
     result = agent(prompt)
     print(f"reply: {str(result).strip()}")
     print(f"messages now: {len(agent.messages)}")
+
+
+def tool_phase(prompt: str, backend: str, session_id: str, storage_dir: str, started_file: str) -> None:
+    """A process whose tool never returns: it marks that it started, then sleeps until the process is killed."""
+    from strands import Agent, tool
+    from strands.session import FileSessionManager
+
+    from companion.backends import make_model
+
+    @tool
+    def search_memory(query: str) -> str:
+        """Search the user's saved memories."""
+        Path(started_file).touch()  # by now the model's toolUse is in a message file
+        time.sleep(600)  # the parent kills the process long before this returns
+        return "[]"
+
+    agent = Agent(model=make_model(backend), tools=[search_memory], callback_handler=None,
+                  session_manager=FileSessionManager(session_id=session_id, storage_dir=storage_dir))
+    print(f"messages restored: {len(agent.messages)}", flush=True)
+    agent(prompt)
+    print("the tool returned (it should not have)", flush=True)
 
 
 @dataclass(frozen=True)
@@ -102,6 +125,35 @@ def run_phase(
     return PhaseResult(process.pid, process.returncode, stdout, stderr)
 
 
+def kill_during_tool(
+    prompt: str, *, backend: str, session_id: str, storage_dir: str | os.PathLike, timeout: float = 120
+) -> PhaseResult:
+    """Run :func:`tool_phase` in a new process, wait until its tool has started, and kill the process (SIGKILL).
+
+    The process gets no chance to clean up: what is on disk is what a crash in the middle of a tool call leaves.
+    """
+    from .workspace import check_session_id, inside_root
+
+    storage = inside_root(storage_dir)
+    check_session_id(session_id)
+    started = storage.parent / f"tool-started-{session_id}"
+    started.unlink(missing_ok=True)
+    storage.mkdir(parents=True, exist_ok=True)
+    args = [sys.executable, "-m", "companion.restart_runner", "--backend", backend, "--storage-dir", str(storage),
+            "--session-id", session_id, "--tool-started", str(started), "--", prompt]
+    env = dict(os.environ, PYTHONPATH=_package_parent(), PYTHONIOENCODING="utf-8")
+    process = subprocess.Popen(args, cwd=storage.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.monotonic() + timeout
+    while not started.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    process.kill()  # SIGKILL on Linux and macOS
+    stdout, stderr = process.communicate()
+    if not started.exists():
+        raise PhaseFailed(f"The tool never started (exit status {process.returncode}).\n{stderr}")
+    return PhaseResult(process.pid, process.returncode, stdout, stderr)
+
+
 def _package_parent() -> str:
     here = str(REPO_ROOT)
     existing = os.environ.get("PYTHONPATH")
@@ -115,8 +167,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--session-id", default=None, help="omit to run an agent with no session manager")
     parser.add_argument("--storage-dir", required=True)
     parser.add_argument("--window-size", type=int, default=None, help="a sliding window of this many messages")
+    parser.add_argument("--tool-started", default=None, help="run tool_phase: its tool touches this file, then hangs")
     parser.add_argument("prompt", nargs="?", default=None, help="omit to restore the session without a call")
     args = parser.parse_args(argv)
+    if args.tool_started:
+        tool_phase(args.prompt, args.backend, args.session_id, args.storage_dir, args.tool_started)
+        return
     phase(args.prompt, args.backend, args.session_id, args.storage_dir, args.window_size)
 
 

@@ -78,6 +78,26 @@ def message_files(storage_dir: str | os.PathLike, session_id: str, agent_id: str
     return sorted(folder.glob("message_*.json"), key=_natural_key) if folder.exists() else []
 
 
+def block_kind(block: dict[str, Any]) -> str:
+    """A content block in a few words: "text", "toolUse search_memory", "toolResult error"."""
+    if "toolUse" in block:
+        return f"toolUse {block['toolUse'].get('name', '?')}"
+    if "toolResult" in block:
+        return f"toolResult {block['toolResult'].get('status', '?')}"
+    return next(iter(block), "(empty)")
+
+
+def message_rows(storage_dir: str | os.PathLike, session_id: str, agent_id: str = "default") -> list[dict[str, Any]]:
+    """One row per message file, read from disk: its name, the message's role, its block kinds, its size in bytes."""
+    rows = []
+    for path in message_files(storage_dir, session_id, agent_id):
+        message = read_json(path)["message"]
+        rows.append({"file": path.name, "role": message["role"],
+                     "blocks": ", ".join(block_kind(block) for block in message["content"]),
+                     "bytes": path.stat().st_size})
+    return rows
+
+
 _KEEP = (
     "Nothing was deleted: move the file or the session directory aside to keep it, then start again with a new "
     "session id (or reset this notebook's workspace)."

@@ -21,7 +21,7 @@ def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbform
 
 def test_code_exercises_1_and_2(tmp_path, workspace_root):
     notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
-    first, second, _ = solution_code(notebook)
+    first, second, _, _ = solution_code(notebook)
     result = run(tmp_path, {"workspace": "ex_01a"}, [
         "print('files before:', len(message_files(storage_dir, session_id)))",
         first,
@@ -72,6 +72,16 @@ def test_exercise_4_three_writers(tmp_path, workspace_root):
     assert "turns lost 0; writer prompts on disk under ids [2, 4, 6]" in ledger, "0 with it"
     assert "writer-c: messages restored: 2" in text
     assert "messages restored by each writer, sorted: [2, 4, 6]" in text
+
+
+def test_code_exercise_5_nothing_left_to_repair(tmp_path, workspace_root):
+    """A second repair writes nothing: the repaired session ends with an answer, the copy with a user message."""
+    fifth = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))[3]
+    result = run(tmp_path, {"workspace": "ex_01e"}, [fifth])
+    assert checks_held(result), ledger_text(result)
+    assert "repair wrote: ['message_2.json', 'message_3.json']" in printed(result), "the baseline: two files"
+    (output,) = [o for o in result.cells[-1].outputs if o.get("name") == "stdout"]
+    assert output["text"].splitlines() == ["crash-demo [] 8", "crash-as-is [] 5"]
 
 
 @pytest.mark.parametrize("parameters, message", [

@@ -141,15 +141,48 @@ def rule_rows() -> list[dict[str, str]]:
 
 
 class AlternatingSummarizingConversationManager(SummarizingConversationManager):
-    """The SDK's SummarizingConversationManager, with a split point that keeps user and assistant alternating.
+    """The SDK's SummarizingConversationManager, changed in two places so that Bedrock accepts every request it causes.
 
     In strands-agents 1.62 the summary is a user message placed before the messages it keeps; when those start with a
     user message, the next request holds two user messages in a row and Bedrock refuses it ("A conversation must
-    alternate between user and assistant roles..."). The SDK moves its split point to keep toolUse/toolResult pairs
-    together in `_adjust_split_point_for_tool_pairs`, a method it keeps for subclasses to override; this one also
+    alternate between user and assistant roles..."). 1. The split point: the SDK moves it to keep toolUse/toolResult
+    pairs together in `_adjust_split_point_for_tool_pairs`, a method it keeps for subclasses to override; this one also
     moves it by one message so that the kept messages start with the assistant's (one more message is summarized when
-    the preserved recent messages allow it, else one fewer). Same settings as the SDK's manager.
+    the preserved recent messages allow it, else one fewer). 2. The summary call: the SDK sends the folded messages
+    followed by the user message "Please summarize this conversation."; once the folded messages end with the user's,
+    that call holds two user messages in a row too. This manager sends them instead as one user message wrapped as the
+    SDK's own context manager wraps them (``<content>``, a ``\n---\n[role]`` block before each message,
+    ``</content>``; strands/_context_manager/methods/summarize.py), under the same summarization system prompt.
+    Same settings as the SDK's manager; the summary is still a user message.
     """
+
+    def _generate_summary_with_model(self, messages: list[Any], agent: Any) -> Any:
+        from strands._async import run_async
+        from strands.agent.conversation_manager.compression.context_compression import as_user_summary
+        from strands.agent.conversation_manager.summarizing_conversation_manager import DEFAULT_SUMMARIZATION_PROMPT
+        from strands.event_loop.streaming import process_stream
+
+        from .messages import CONTENT_CLOSE, CONTENT_OPEN, message_text
+
+        blocks: list[dict[str, Any]] = [{"text": CONTENT_OPEN}]
+        for message in messages:
+            blocks.append({"text": f"\n---\n[{message['role']}]"})
+            blocks += [{"text": text} for text in [message_text(message)] if text.strip()]
+        blocks.append({"text": CONTENT_CLOSE})
+        request = [{"role": "user", "content": blocks}]
+        system_prompt = self.summarization_system_prompt or DEFAULT_SUMMARIZATION_PROMPT
+
+        async def summarize() -> Any:
+            reply = None
+            async for event in process_stream(agent.aux_model.stream(request, tool_specs=None,
+                                                                     system_prompt=system_prompt)):
+                if "stop" in event:
+                    _, reply, _, _ = event["stop"]
+            if reply is None:
+                raise RuntimeError("Failed to generate summary: no response from model")
+            return as_user_summary(reply)
+
+        return run_async(summarize)
 
     def _adjust_split_point_for_tool_pairs(self, messages: list[Any], split_point: int) -> int:
         split = super()._adjust_split_point_for_tool_pairs(messages, split_point)

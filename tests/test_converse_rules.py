@@ -63,13 +63,24 @@ def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the
     from companion.offline_model import OfflineModel
 
     results = {}
+    seen: list = []
+
+    class Recording(OfflineModel):
+        async def stream(self, messages, *args, **kwargs):
+            seen.append(list(messages))
+            async for event in super().stream(messages, *args, **kwargs):
+                yield event
+
     for manager in (SummarizingConversationManager, AlternatingSummarizingConversationManager):
-        agent = Agent(model=OfflineModel(), callback_handler=None,
+        seen.clear()
+        agent = Agent(model=Recording(), callback_handler=None,
                       conversation_manager=manager(summary_ratio=0.3, preserve_recent_messages=2))
         for i in range(turns):
             agent(f"My item {i} is thing{i}.")
         agent.conversation_manager.reduce_context(agent)
         results[manager.__name__] = [rule for rule, _ in violations(agent.messages)]
+        if manager is AlternatingSummarizingConversationManager:
+            assert all(not violations(call) for call in seen), "the summary call itself alternates too"
         if manager is AlternatingSummarizingConversationManager:
             assert agent.messages[0]["content"][0]["text"].startswith("## Conversation Summary")
     assert results["AlternatingSummarizingConversationManager"] == []

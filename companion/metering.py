@@ -27,8 +27,9 @@ class MeteredModel(WrappedModel):
     attribute when the call was made (set it before each invocation to group a turn's calls, summaries included;
     it stays 0 if you never set it). `last_messages` keeps what the last call sent, after any middleware (such as
     memory injection) changed it. `exchanges` keeps, per call, what the model received (the messages, the system
-    prompt and the tool specs), the `turn` label and the text (or tool input) it streamed back, so a check can recount
-    tokens, turn by turn, without trusting the reported usage.
+    prompt and the tool specs), the `turn` label, the text (or tool input) it streamed back and whether it was
+    `answered` (False for a call the model refused, such as a request Bedrock rejects: it reports no usage), so a check
+    can recount tokens, turn by turn, without trusting the reported usage.
     Works the same on the offline model and on Bedrock, because `calls` holds the usage the model reports, not an
     estimate of its own.
     """
@@ -54,7 +55,7 @@ class MeteredModel(WrappedModel):
         self.last_messages = messages
         exchange: dict[str, Any] = {
             "messages": list(messages), "system_prompt": system_prompt, "tool_specs": list(tool_specs or []), "reply": "",
-            "tool_input": "", "turn": self.turn,
+            "tool_input": "", "turn": self.turn, "answered": False,
         }
         self.exchanges.append(exchange)
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
@@ -65,6 +66,7 @@ class MeteredModel(WrappedModel):
                 exchange["tool_input"] += delta["toolUse"].get("input", "")
             if "metadata" in event and "usage" in event["metadata"]:
                 usage = event["metadata"]["usage"]
+                exchange["answered"] = True
                 self.calls.append(
                     {"kind": kind, "input": usage["inputTokens"], "output": usage["outputTokens"], "messages": len(messages),
                      "turn": self.turn, "request": request}

@@ -51,6 +51,20 @@ def summarize(messages: list[Message], *, max_tokens: int, summarizer: Summarize
     return [summary, *recent]
 
 
+def join_user_messages(messages: list[Message]) -> list[Message]:
+    """The same messages, with each run of user messages in a row joined into one user message (their content blocks
+    in order). Bedrock's Converse API refuses two user messages in a row ("A conversation must alternate between user
+    and assistant roles..."), and a summary is a user message: put before kept messages that start with a user message,
+    it makes such a pair. Joining them keeps every word and sends one user message. The input list is never modified."""
+    joined: list[Message] = []
+    for message in messages:
+        if joined and joined[-1]["role"] == "user" == message["role"]:
+            joined[-1] = {**joined[-1], "content": [*joined[-1]["content"], *message["content"]]}
+        else:
+            joined.append(message)
+    return joined
+
+
 # name -> function(messages, *, max_tokens, summarizer, preserve_recent) -> the view to send. Add a strategy here.
 STRATEGIES: dict[str, Callable[..., list[Message]]] = {
     "truncate": truncate,

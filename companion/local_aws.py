@@ -123,7 +123,7 @@ class LocalEndpoint:
         self.url: str | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
-        self._threads_before: set[threading.Thread] = set()
+        self._own_threads: list[threading.Thread] = []  # its serving thread and request threads
         self.leftover_threads: list[str] = []
 
     def start(self) -> LocalEndpoint:
@@ -138,7 +138,6 @@ class LocalEndpoint:
                 "(companion.local_aws.running_endpoint()), or stop it first.")
         offline_environment()
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on stderr
-        self._threads_before = set(threading.enumerate())
         app = DomainDispatcherApplication(create_backend_app)
         # Bound here, in the caller's thread: a taken port fails now (moto's own server thread would die and leave
         # start() waiting forever; werkzeug's make_server prints and exits on a taken port, so probe it first).
@@ -156,7 +155,10 @@ class LocalEndpoint:
         host, port = self._server.server_address[:2]
         self.port = port
         self.url = f"http://{host}:{port}"
+        self._own_threads = []
+        self._server.process_request = self._process_request  # its request threads, named and kept: see stop()
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"local-endpoint-{port}", daemon=True)
+        self._own_threads.append(self._thread)
         self._thread.start()
         _RUNNING["endpoint"] = self
         try:
@@ -165,6 +167,15 @@ class LocalEndpoint:
             self.stop()
             raise
         return self
+
+    def _process_request(self, request: Any, client_address: Any) -> None:
+        """socketserver.ThreadingMixIn's, with a named thread that stop() counts as this endpoint's own (another
+        server in the process, such as the local Bedrock endpoint, starts threads of its own meanwhile)."""
+        server = self._server
+        thread = threading.Thread(target=server.process_request_thread, args=(request, client_address),
+                                  name=f"local-endpoint-{self.port}-request", daemon=True)
+        self._own_threads = [t for t in self._own_threads if t.is_alive()] + [thread]
+        thread.start()
 
     def _taken(self, reason: str) -> EndpointError:
         return EndpointError(f"cannot listen on {self.host}:{self.port}: {reason}; held by "
@@ -177,7 +188,8 @@ class LocalEndpoint:
             answer.read()
 
     def stop(self, wait: float = 5.0) -> list[str]:
-        """Stop serving, close the listening socket, and return the names of threads still alive that it started."""
+        """Stop serving, close the listening socket, and return the names of threads still alive that it started
+        (its serving thread and the threads that answered its requests), after waiting up to `wait` seconds."""
         if self._server is None:
             return self.leftover_threads
         self._server.shutdown()  # serve_forever returns
@@ -188,8 +200,8 @@ class LocalEndpoint:
         if _RUNNING["endpoint"] is self:
             _RUNNING["endpoint"] = None
         deadline = time.monotonic() + wait
-        while True:
-            extra = [t for t in threading.enumerate() if t not in self._threads_before and t.is_alive()]
+        while True:  # its serving thread and request threads (other threads of the process are not its own)
+            extra = [t for t in self._own_threads if t.is_alive()]
             if not extra or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
@@ -393,13 +405,15 @@ def json_size(data: Any) -> int:
 
 # --- where this process connected: a socket audit hook, installed once per process --------------------------------
 
-_AUDIT: dict[str, Any] = {"installed": False, "addresses": []}
+_AUDIT: dict[str, Any] = {"installed": False, "addresses": [], "ports": []}
 
 
 def _audit(event: str, args: tuple) -> None:
     if event == "socket.connect":
         address = args[1]
-        _AUDIT["addresses"].append(address[0] if isinstance(address, tuple) else str(address))
+        host = address[0] if isinstance(address, tuple) else str(address)
+        _AUDIT["addresses"].append(host)
+        _AUDIT["ports"].append((host, address[1] if isinstance(address, tuple) and len(address) > 1 else None))
 
 
 def record_connections() -> list[str]:
@@ -411,7 +425,36 @@ def record_connections() -> list[str]:
         sys.addaudithook(_audit)
         _AUDIT["installed"] = True
     _AUDIT["addresses"].clear()
+    _AUDIT["ports"].clear()
     return _AUDIT["addresses"]
+
+
+def recorded_addresses() -> list[tuple[str, int | None]]:
+    """(host, port) of every socket connected since :func:`record_connections` was last called."""
+    return list(_AUDIT["ports"])
+
+
+def port_of(url: str | None) -> int | None:
+    """The port of an http://host:port URL, or None."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).port if url else None
+
+
+def name_connections(addresses: list[tuple[str, int | None]], names: dict[int | None, str]) -> list[str]:
+    """Each distinct address connected, by its name in `names` (port -> name) when it is on 127.0.0.1, else as
+    host:port; sorted. A list of names only says every connection went to a local endpoint this process knows."""
+    named = {names[port] if host == LOCAL_HOST and port in names else f"{host}:{port}" for host, port in addresses}
+    return sorted(named)
+
+
+def serving_port(thread: threading.Thread) -> int | None:
+    """The port of the socketserver a running thread serves (its serve_forever or one of its request threads), or
+    None. It reads the thread's target, which CPython keeps until the thread's run() returns."""
+    target = getattr(thread, "_target", None)
+    server = getattr(target, "__self__", None)
+    address = getattr(server, "server_address", None)
+    return address[1] if isinstance(address, tuple) and len(address) > 1 else None
 
 
 _AWS_ERROR = re.compile(r"An error occurred \((\w+)\) when calling the (\w+) operation(?: \(reached max retries: \d+\))?: (.*)")

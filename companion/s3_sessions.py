@@ -257,11 +257,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("prompt")
     args = parser.parse_args(argv)
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
-    from .local_aws import record_connections
+    from .local_aws import name_connections, port_of, record_connections, recorded_addresses
 
     hosts = record_connections()
     phase(args.prompt, args.backend, args.session_id, args.bucket, args.endpoint_url)
     print(f"hosts connected: {sorted(set(hosts))}")
+    names = {port_of(args.endpoint_url): "S3"} if args.endpoint_url else {}
+    bedrock = local_bedrock_url(args.backend)
+    if bedrock:  # this process's own local Bedrock endpoint, started by make_model
+        names[port_of(bedrock)] = "its own Bedrock"
+    print(f"connected to: {name_connections(recorded_addresses(), names)}")
+
+
+def local_bedrock_url(backend: str | None) -> str | None:
+    """The URL of this process's local Bedrock endpoint when the model goes through it, else None."""
+    from .backends import resolve_backend, resolve_bedrock_endpoint
+
+    if resolve_backend(backend) != "bedrock" or resolve_bedrock_endpoint() != "local":
+        return None
+    from .bedrock_local import local_bedrock
+
+    return local_bedrock().url
 
 
 if __name__ == "__main__":

@@ -25,7 +25,11 @@ from companion.local_aws import (
     boto_session,
     inject_s3_error,
     make_client,
+    name_connections,
+    port_of,
     record_connections,
+    recorded_addresses,
+    serving_port,
     short_error,
 )
 from companion.s3_sessions import LockTimeout, guarded_turn, objects_with_sizes, read_session_messages, s3_turn_lock, session_manager
@@ -68,6 +72,44 @@ def test_the_endpoint_is_loopback_only_and_leaves_nothing_behind():
     with socket.socket() as probe, pytest.raises(OSError):  # the listening socket is closed
         probe.settimeout(2)
         probe.connect(("127.0.0.1", port))
+
+
+def test_stop_counts_only_the_endpoints_own_threads_and_names_the_ports_connected():
+    """Another server of the process (as the local Bedrock endpoint on the Bedrock path) is not the endpoint's: its
+    threads are told apart by the port they serve, and each connection is named by the endpoint it reached."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: its request thread outlives the request
+
+        def log_message(self, *args):
+            return
+
+        def do_GET(self):  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    hosts = record_connections()
+    endpoint = LocalEndpoint().start()
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    other.daemon_threads = True
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        make_client("s3", endpoint).list_buckets()
+        with socket.create_connection(other.server_address) as client:
+            client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            client.recv(1024)
+            assert endpoint.stop() == [], "the other server's threads are not the endpoint's"
+            others = [t for t in threading.enumerate() if serving_port(t) == other.server_address[1]]
+            assert len(others) == 2, "its serve_forever and the request thread of the open connection"
+        names = {port_of(endpoint.url): "S3", other.server_address[1]: "other"}
+        assert name_connections(recorded_addresses(), names) == ["S3", "other"]
+        assert set(hosts) == {"127.0.0.1"}
+        assert name_connections([("127.0.0.1", 1), ("10.0.0.1", 443)], names) == ["10.0.0.1:443", "127.0.0.1:1"]
+    finally:
+        other.shutdown()
+        other.server_close()
 
 
 def test_a_restart_empties_the_store():

@@ -17,7 +17,7 @@ from typing import Any
 
 from strands.agent.conversation_manager import SummarizingConversationManager
 
-__all__ = ["RULES", "AlternatingSummarizingConversationManager", "ConverseValidationError", "ValidationException",
+__all__ = ["RULES", "ConverseSummarizingConversationManager", "ConverseValidationError", "ValidationException",
            "check_request", "rule_rows", "violations"]
 
 Messages = Sequence[dict[str, Any]]
@@ -140,7 +140,7 @@ def rule_rows() -> list[dict[str, str]]:
 
 
 
-class AlternatingSummarizingConversationManager(SummarizingConversationManager):
+class ConverseSummarizingConversationManager(SummarizingConversationManager):
     """The SDK's SummarizingConversationManager, changed in two places so that Bedrock accepts every request it causes.
 
     In strands-agents 1.62 the summary is a user message placed before the messages it keeps; when those start with a

@@ -15,18 +15,13 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
-from strands._async import run_async
-from strands.agent.conversation_manager.compression.context_compression import as_user_summary
-from strands.event_loop.streaming import process_stream
 from strands.models import Model
 from strands.types.content import Message, Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
-from .converse_rules import AlternatingSummarizingConversationManager, violations
+from .converse_rules import violations
 from .messages import (
-    CONTENT_CLOSE,
-    CONTENT_OPEN,
     SUMMARIZED_MARKER,
     content_summary_parts,
     is_summary,
@@ -35,7 +30,7 @@ from .messages import (
 )
 from .model_wrapper import WrappedModel
 
-__all__ = ["CallLog", "ConverseSummarizingConversationManager", "captured_log", "sdk_selection",
+__all__ = ["CallLog", "captured_log", "sdk_selection",
            "summary_calls_per_turn", "turn_of_calls"]
 
 T = TypeVar("T", bound=BaseModel)
@@ -182,43 +177,3 @@ def captured_log(name: str = "strands") -> Iterator[list[str]]:
         logger.propagate = propagate
 
 
-class ConverseSummarizingConversationManager(AlternatingSummarizingConversationManager):
-    """AlternatingSummarizingConversationManager (kept messages start with the assistant's), whose summary call
-    alternates too, so Bedrock's Converse API accepts every request it causes.
-
-    In strands-agents 1.62 the summary call is the folded messages followed by the user message "Please summarize this
-    conversation." (``generate_summary`` in ``conversation_manager/compression/context_compression.py``). When the
-    kept messages start with the assistant's, the folded ones end with the user's, so that call holds two user
-    messages in a row and Bedrock refuses it; on the proactive path the SDK logs "Proactive summarization failed,
-    continuing" and the conversation is never summarized. This manager sends the folded messages instead as one user
-    message, wrapped as the SDK's context manager wraps them (``<content>``, a ``\n---\n[role]`` block before each
-    message, ``</content>``; ``strands/_context_manager/methods/summarize.py``), under the same summarization system
-    prompt. Same settings as the SDK's manager; the summary is still a user message.
-    """
-
-    def _generate_summary_with_model(self, messages: list[Message], agent: Any) -> Message:
-        blocks: list[dict[str, Any]] = [{"text": CONTENT_OPEN}]
-        for message in messages:
-            blocks.append({"text": f"\n---\n[{message['role']}]"})
-            blocks += [{"text": text} for text in [message_text(message)] if text.strip()]
-        blocks.append({"text": CONTENT_CLOSE})
-        request: list[Message] = [{"role": "user", "content": blocks}]  # type: ignore[list-item]
-        system_prompt = self.summarization_system_prompt
-
-        async def summarize() -> Message:
-            from strands.agent.conversation_manager.summarizing_conversation_manager import (
-                DEFAULT_SUMMARIZATION_PROMPT,
-            )
-
-            chunks = agent.aux_model.stream(
-                request, tool_specs=None, system_prompt=system_prompt or DEFAULT_SUMMARIZATION_PROMPT
-            )
-            reply: Message | None = None
-            async for event in process_stream(chunks):
-                if "stop" in event:
-                    _, reply, _, _ = event["stop"]
-            if reply is None:
-                raise RuntimeError("Failed to generate summary: no response from model")
-            return as_user_summary(reply)
-
-        return run_async(summarize)

@@ -59,7 +59,7 @@ def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the
     from strands import Agent
     from strands.agent.conversation_manager import SummarizingConversationManager
 
-    from companion.converse_rules import AlternatingSummarizingConversationManager
+    from companion.converse_rules import ConverseSummarizingConversationManager
     from companion.offline_model import OfflineModel
 
     results = {}
@@ -71,7 +71,7 @@ def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the
             async for event in super().stream(messages, *args, **kwargs):
                 yield event
 
-    for manager in (SummarizingConversationManager, AlternatingSummarizingConversationManager):
+    for manager in (SummarizingConversationManager, ConverseSummarizingConversationManager):
         seen.clear()
         agent = Agent(model=Recording(), callback_handler=None,
                       conversation_manager=manager(summary_ratio=0.3, preserve_recent_messages=2))
@@ -79,11 +79,11 @@ def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the
             agent(f"My item {i} is thing{i}.")
         agent.conversation_manager.reduce_context(agent)
         results[manager.__name__] = [rule for rule, _ in violations(agent.messages)]
-        if manager is AlternatingSummarizingConversationManager:
+        if manager is ConverseSummarizingConversationManager:
             assert all(not violations(call) for call in seen), "the summary call itself alternates too"
-        if manager is AlternatingSummarizingConversationManager:
+        if manager is ConverseSummarizingConversationManager:
             assert agent.messages[0]["content"][0]["text"].startswith("## Conversation Summary")
-    assert results["AlternatingSummarizingConversationManager"] == []
+    assert results["ConverseSummarizingConversationManager"] == []
     split = max(1, int(2 * turns * 0.3))
     assert results["SummarizingConversationManager"] == (["alternating-roles"] if split % 2 == 0 else [])
 

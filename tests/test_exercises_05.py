@@ -117,7 +117,7 @@ def test_the_converse_manager_sends_only_requests_bedrock_accepts_and_the_sdks_d
     """Every request (summary calls included) checked with the Converse rules: the SDK's manager sends refused ones
     (its summary call after a folded user message, or the summary before a kept user message); the Converse manager,
     same settings, none, and still folds every turn over the threshold; its summary keeps the facts it folds."""
-    from companion.summary_calls import ConverseSummarizingConversationManager
+    from companion.converse_rules import ConverseSummarizingConversationManager
 
     refused = {}
     for manager_class in (SummarizingConversationManager, ConverseSummarizingConversationManager):

@@ -118,3 +118,34 @@ def test_parameters_outside_the_lesson_stop_with_a_reason(tmp_path, workspace_ro
     ]:
         with pytest.raises(papermill.PapermillExecutionError, match=message):
             run(NAME, tmp_path, {"workspace": "ex_07x", **parameters})
+
+
+@pytest.mark.parametrize("preserve, ratio", [(0, 0.3), (2, 0.3), (3, 0.5), (4, 0.3), (5, 0.1)])
+def test_notebook_07s_summarizing_manager_sends_only_requests_bedrock_accepts(preserve, ratio):
+    """JoinedSummaryConversationManager (companion/context_managers.py): every call, the summarization calls included,
+    alternates user and assistant, it still summarizes, and no word of a kept message is dropped. The SDK's manager and
+    AlternatingSummarizingConversationManager each send some request Bedrock refuses (the turn's or the summary's)."""
+    from strands import Agent
+
+    from companion.context_managers import JoinedSummaryConversationManager
+    from companion.converse_rules import violations
+    from companion.messages import message_text
+    from companion.metering import MeteredModel
+    from companion.offline_model import OfflineModel
+    from companion.pruning import join_user_messages
+
+    metered = MeteredModel(OfflineModel())
+    manager = JoinedSummaryConversationManager(summary_ratio=ratio, preserve_recent_messages=preserve,
+                                               proactive_compression={"compression_threshold": 120 / 300_000})
+    agent = Agent(model=metered, conversation_manager=manager, callback_handler=None)
+    prompts = [f"My item {i} is thing{i}." for i in range(14)]
+    for prompt in prompts:
+        agent(prompt)
+    assert sum(c["kind"] == "summary" for c in metered.calls) >= 2
+    assert [rule for x in metered.exchanges for rule, _ in violations(x["messages"])] == []
+    kept = " ".join(message_text(m) for m in agent.messages)
+    first_kept = next(i for i, p in enumerate(prompts) if p in kept)
+    assert all(p in kept for p in prompts[first_kept:]), "every prompt after the summarized ones is still sent"
+    pair = [{"role": "user", "content": [{"text": "a"}]}, {"role": "user", "content": [{"text": "b"}]}]
+    assert join_user_messages(pair) == [{"role": "user", "content": [{"text": "a"}, {"text": "b"}]}]
+    assert len(pair) == 2 and pair[0]["content"] == [{"text": "a"}], "the input list is not modified"

@@ -68,7 +68,7 @@ def test_code_exercises_2_to_4_run_after_the_check_cells(tmp_path, workspace_roo
     nbformat.write(notebook, path)
     printed, result = run(path, tmp_path, {"workspace": "ex_00b"})
     assert checks_held(result), ledger_text(result)
-    assert ledger_text(result).count("12 of 12 claims hold") == 2, "the checks hold before and after the exercises"
+    assert ledger_text(result).count("17 of 17 claims hold") == 2, "the checks hold before and after the exercises"
     # exercise 2: the baseline's number, then the latest statement
     assert "before: Your favorite number is 42. | after: Your favorite number is 7." in printed
     # exercise 3: unknown before it is said, known after, never seen by the stranger
@@ -81,7 +81,7 @@ def test_code_exercises_2_to_4_run_after_the_check_cells(tmp_path, workspace_roo
 
 
 # Another backend, without calling it: the check cells run again with $WORKBOOK_BACKEND=bedrock (the notebook's model
-# stays the offline one). Only the rows that depend on the offline model's wording or token count may be skipped.
+# stays the offline one). Only the rows about the offline model's own decisions or token count may be skipped.
 OTHER_BACKEND = """
 import os
 os.environ["WORKBOOK_BACKEND"], backend = "bedrock", None
@@ -98,12 +98,12 @@ def test_on_another_backend_only_the_offline_rows_are_skipped(tmp_path, workspac
     printed, result = run(path, tmp_path, {"workspace": "ex_00c"})
     assert "backend now: bedrock" in printed
     offline, other = ledger_text(result).split("Check yourself: ")[1:]
-    assert offline.startswith("12 of 12 claims hold\n")
-    assert other.startswith("10 of 12 claims hold, 2 not checked on this run\n"), other
+    assert offline.startswith("17 of 17 claims hold\n")
+    assert other.startswith("15 of 17 claims hold, 2 not checked on this run\n"), other
     skipped = [line for line in other.splitlines() if line.startswith("– ")]
     assert skipped == [
-        "– [S1] the offline model says plainly what it cannot see",
-        "– [S2] offline, input tokens are the SDK's estimate of what the call received",
+        "– [S1] the offline model does not guess: its reply states no fact",
+        "– [S2] the offline model's input tokens are the SDK's estimate of the call",
     ]
     assert other.count("not checked: ") == 2, "each skipped row says why"
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from strands import Agent
 from strands._context_manager.context_manager import ContextManager
-from strands.agent.conversation_manager import SummarizingConversationManager
 from strands.models import Model
 from strands.types.content import Messages
 
@@ -23,7 +22,6 @@ from .messages import SUMMARIZED_MARKER
 
 __all__ = [
     "PRESETS",
-    "JoinedSummaryConversationManager",
     "auto_selection",
     "injected_tools",
     "preset_strategies",
@@ -94,36 +92,3 @@ def summary_blocks(messages: Messages) -> list[tuple[int, str, str]]:
         if block.get("text", "").startswith(SUMMARIZED_MARKER)
     ]
 
-
-class JoinedSummaryConversationManager(SummarizingConversationManager):
-    """The SDK's SummarizingConversationManager, same settings, whose requests always alternate user and assistant.
-
-    strands-agents 1.62 puts its summary, a user message, before the messages it keeps; when those start with a user
-    message, the next request holds two user messages in a row and Bedrock refuses it ("A conversation must alternate
-    between user and assistant roles..."). Moving the split point so the kept messages start with the assistant's
-    (`companion.converse_rules.AlternatingSummarizingConversationManager`) moves the problem into the summarization
-    call: the summarized messages then end with a user message, and the SDK appends its user request "Please summarize
-    this conversation." after it. This manager moves the split point the other way when needed (one message later if
-    the preserved recent messages allow it, else one earlier), so the summarized messages end with the assistant's and
-    the summarization call alternates; then it joins the first kept message, a user message, into the summary message
-    (its blocks after the summary's), so the next request alternates too. No word is dropped; the joined message is
-    counted as summarized for session restore.
-    """
-
-    def _adjust_split_point_for_tool_pairs(self, messages: list[Any], split_point: int) -> int:
-        split = super()._adjust_split_point_for_tool_pairs(messages, split_point)
-        if 0 < split < len(messages) and messages[split]["role"] != "user":
-            if split + 1 <= len(messages) - self.preserve_recent_messages:
-                return super()._adjust_split_point_for_tool_pairs(messages, split + 1)
-            if split > 1:
-                return super()._adjust_split_point_for_tool_pairs(messages, split - 1)
-        return split
-
-    def _summarize_oldest(self, agent: Agent) -> None:
-        super()._summarize_oldest(agent)
-        summary = self._summary_message
-        at = next(i for i, message in enumerate(agent.messages) if message is summary)
-        if at + 1 < len(agent.messages) and agent.messages[at + 1]["role"] == "user":
-            kept = agent.messages.pop(at + 1)
-            summary["content"] = [*summary["content"], *kept["content"]]
-            self.removed_message_count += 1

@@ -122,21 +122,21 @@ def test_parameters_outside_the_lesson_stop_with_a_reason(tmp_path, workspace_ro
 
 @pytest.mark.parametrize("preserve, ratio", [(0, 0.3), (2, 0.3), (3, 0.5), (4, 0.3), (5, 0.1)])
 def test_notebook_07s_summarizing_manager_sends_only_requests_bedrock_accepts(preserve, ratio):
-    """JoinedSummaryConversationManager (companion/context_managers.py): every call, the summarization calls included,
-    alternates user and assistant, it still summarizes, and no word of a kept message is dropped. The SDK's manager and
-    AlternatingSummarizingConversationManager each send some request Bedrock refuses (the turn's or the summary's)."""
+    """ConverseSummarizingConversationManager (companion/converse_rules.py, taught in notebook 05), at the settings
+    notebook 07's parameters allow: every call, the summarization calls included, is one Bedrock accepts, it still
+    summarizes, and every prompt after the summarized ones is still sent. join_user_messages, for prune()'s view,
+    joins two user messages in a row without modifying its input."""
     from strands import Agent
 
-    from companion.context_managers import JoinedSummaryConversationManager
-    from companion.converse_rules import violations
+    from companion.converse_rules import ConverseSummarizingConversationManager, violations
     from companion.messages import message_text
     from companion.metering import MeteredModel
     from companion.offline_model import OfflineModel
     from companion.pruning import join_user_messages
 
     metered = MeteredModel(OfflineModel())
-    manager = JoinedSummaryConversationManager(summary_ratio=ratio, preserve_recent_messages=preserve,
-                                               proactive_compression={"compression_threshold": 120 / 300_000})
+    manager = ConverseSummarizingConversationManager(summary_ratio=ratio, preserve_recent_messages=preserve,
+                                                     proactive_compression={"compression_threshold": 120 / 300_000})
     agent = Agent(model=metered, conversation_manager=manager, callback_handler=None)
     prompts = [f"My item {i} is thing{i}." for i in range(14)]
     for prompt in prompts:

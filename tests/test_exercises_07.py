@@ -49,6 +49,16 @@ def payoff_cell(text: str, strategy: str) -> str:
     return match.group(1)
 
 
+def payoff_row(text: str, strategy: str) -> list[str]:
+    """The cells of a strategy's row of the payoff table (its text form), after the name, for a strategy whose payoff
+    cells are turn numbers: pays off (tokens), pays off (USD), tokens at `turns`, tokens at `payoff_turns`, gap/turn,
+    USD."""
+    longer = text.split("the longer run")[1]
+    match = re.search(rf"^{re.escape(strategy)}\s+(\d+\s+\d+\s.*)$", longer, re.MULTILINE)
+    assert match, f"no payoff row with turn numbers for {strategy}"
+    return match.group(1).split()
+
+
 def test_exercise_1_doubling_the_conversation_about_quadruples_the_bill(tmp_path, workspace_root):
     text = replay(tmp_path, {"workspace": "ex_07a", "turns": 60})
     ratio = total_tokens(text, "no pruning") / total_tokens(committed_text(), "no pruning")
@@ -66,16 +76,21 @@ def test_exercise_2_a_window_of_58_keeps_every_fact_at_no_pruning_cost(tmp_path,
     assert total_tokens(text, "sliding window (58)") == total_tokens(text, "no pruning")
 
 
-def test_exercise_3_a_larger_budget_summarizes_less_and_pays_off_earlier(tmp_path, workspace_root):
+def test_exercise_3_a_larger_budget_summarizes_less_and_makes_every_turn_dearer(tmp_path, workspace_root):
     text = replay(tmp_path, {"workspace": "ex_07c", "token_budget": 400})
     default = committed_text()
-    calls = lambda t: int(table_row(t, "summarizing manager")[-5])  # noqa: E731 - the summary calls column
+    manager = "summarizing manager"
+    calls = lambda t: int(table_row(t, manager)[-5])  # noqa: E731 - the summary calls column
     assert calls(text) < calls(default)
-    payoff = lambda t: int(payoff_cell(t, "summarizing manager"))  # noqa: E731
-    assert payoff(text) < payoff(default), "it pays off earlier"
-    assert payoff_cell(text, "prune(): summarize").startswith("not in"), "summarize-on-read still does not"
-    print(f"ex3: summary calls {calls(text)} instead of {calls(default)}; pays off from turn {payoff(text)} "
-          f"instead of {payoff(default)}")
+    assert total_tokens(text, manager) < total_tokens(default, manager), "over 30 turns it costs less"
+    longer = lambda t: int(payoff_row(t, manager)[3])  # noqa: E731 - its tokens at the last turn of the longer run
+    assert longer(text) > longer(default), "over the longer run it costs more"
+    last = lambda t: int(table_row(t, manager)[0])  # noqa: E731 - the last turn tokens column
+    assert payoff_cell(text, "prune(): summarize").startswith("not in"), "summarize-on-read still does not pay off"
+    print(f"ex3: summary calls {calls(text)} instead of {calls(default)}; {total_tokens(text, manager):,} tokens instead "
+          f"of {total_tokens(default, manager):,}; last turn {last(text)} instead of {last(default)}; longer run "
+          f"{longer(text):,} instead of {longer(default):,}; pays off (tokens, USD) {payoff_row(text, manager)[:2]} "
+          f"instead of {payoff_row(default, manager)[:2]}")
 
 
 def test_exercise_4_persisting_the_summary_pays_off(tmp_path, workspace_root):

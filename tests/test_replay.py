@@ -366,11 +366,11 @@ def test_sigterm_to_the_replay_stops_its_workers_and_kernels(tmp_path):
     workers = [p for p in started if "multiprocessing" in " ".join(p.cmdline())]
     assert workers, f"the replay's workers are running: {[p.cmdline() for p in started]}"
     process.send_signal(signal.SIGTERM)
-    stdout, stderr = process.communicate(timeout=60)
+    stdout, stderr = process.communicate(timeout=180)  # generous: a loaded CI machine stops kernels slowly
     assert process.returncode == EXIT_TERMINATED == 143, stdout + stderr
     assert "Terminated (SIGTERM)" in stderr and "never written" in stderr and "Traceback" not in stderr, stderr
     assert digests(chosen) == before
-    _, alive = psutil.wait_procs(started, timeout=20)
+    _, alive = psutil.wait_procs(started, timeout=60)
     assert alive == [], f"left running after SIGTERM: {[p.cmdline()[:4] for p in alive]}"
     assert not kernels_of(out), "no kernel outlives the replay"
 

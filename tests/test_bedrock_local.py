@@ -117,3 +117,15 @@ def test_only_loopback_and_a_clean_stop():
     assert {t.name for t in threading.enumerate()} - before == set()
     with pytest.raises(ValueError, match="port must be"):
         LocalBedrock(port=70000)
+
+
+def test_the_workbooks_titan_embedder_over_the_wire(endpoint, fake_aws):
+    """Notebook 06's `embedder="titan"` path: the companion's TitanEmbedder (boto3's InvokeModel) against the local
+    endpoint gets Titan-sized vectors, and ranks the recall pairs' answer first as MiniLM does."""
+    from companion.embeddings import make_embedder
+
+    titan = make_embedder("titan", endpoint_url=endpoint.url, dimensions=512)
+    vectors = titan.embed(["Where does Ada live?", "Ada's home address is 12 Harbour Lane.", "Grace edits in Vim."])
+    assert vectors.shape == (3, 512)
+    assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
+    assert [r["operation"] for r in endpoint.requests] == ["invoke"] * 3

@@ -13,7 +13,7 @@ import asyncio
 import statistics
 import time
 
-from companion.offline_model import OfflineModel
+from companion.models.offline_model import OfflineModel
 
 
 def conversation(messages: int) -> list[dict]:

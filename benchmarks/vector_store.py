@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from companion.embeddings import MiniLMEmbedder
-from companion.vector_store import SqliteVecMemoryStore
+from companion.memory.vector_store import SqliteVecMemoryStore
+from companion.models.embeddings import MiniLMEmbedder
 
 SUBJECTS = ["The user", "Their manager", "The on-call engineer", "The billing team", "Our customer", "The new hire"]
 VERBS = ["prefers", "dislikes", "asked about", "is planning", "forgot", "wrote down", "keeps postponing", "approved"]

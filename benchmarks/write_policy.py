@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from companion.write_policy import MemoryWriteGuard, WritePolicy, owner_turn_text
+from companion.memory.write_policy import MemoryWriteGuard, WritePolicy, owner_turn_text
 
 MEGABYTE = 1_000_000
 

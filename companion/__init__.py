@@ -4,7 +4,7 @@ import os
 import sys
 
 # No onnxruntime telemetry from any entry point that imports the companion (kernel, papermill, the evaluation command,
-# benchmarks, the restart-test subprocesses): it must be set before onnxruntime loads. See companion/embeddings.py.
+# benchmarks, the restart-test subprocesses): it must be set before onnxruntime loads. See companion/models/embeddings.py.
 os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
 # Importing strands loads jsonschema, which builds a Lark grammar for its optional "iri" format checker at import time
@@ -13,9 +13,9 @@ os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 # subprocesses of notebook 01, the replay workers) starts a second faster. Kernels that import strands first are unchanged.
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
-from .backends import BACKENDS, BackendError, describe, make_model  # noqa: E402
-from .offline_model import OfflineModel  # noqa: E402
-from .workspace import check_session_id, reset_workspace, workspace_root  # noqa: E402
+from companion.models.backends import BACKENDS, BackendError, describe, make_model  # noqa: E402
+from companion.models.offline_model import OfflineModel  # noqa: E402
+from companion.support.workspace import check_session_id, reset_workspace, workspace_root  # noqa: E402
 
 __all__ = [
     "BACKENDS",

@@ -9,7 +9,7 @@
 
 The committed notebooks are only read. Each run writes, in the output folder: the executed notebooks, `workspace/`
 (every notebook's workspace, through $WORKBOOK_WORKSPACE_ROOT, so the repository's workspace/ is not touched either),
-`usage.jsonl` (one line per model call, written by `companion.usage_log` through $WORKBOOK_USAGE_LOG), and the summary
+`usage.jsonl` (one line per model call, written by `companion.models.usage_log` through $WORKBOOK_USAGE_LOG), and the summary
 as `summary.html` and `summary.json`. Notebooks run in parallel, up to the number of cores, each in its own worker
 process with its own kernel. The exit status is 0 when every cell ran and every check cell held, 1 when one did not
 (the summary names the notebook and the cell), 2 for a bad class file, counts file, output folder or command line
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .paths import NOTEBOOKS_DIR, REPO_ROOT
+from companion.support.paths import NOTEBOOKS_DIR, REPO_ROOT
 
 DEFAULT_CLASS_FILE = REPO_ROOT / "classes" / "sample.yaml"
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "replays"
@@ -230,7 +230,7 @@ def plan_replay(
 def protected_folders(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
     """Folders a replay never writes into, deletes or wraps: the notebooks (committed ones and the folder replayed)
     and the learners' workspaces (the repository's workspace/ and $WORKBOOK_WORKSPACE_ROOT when set)."""
-    from .workspace import REPOSITORY_WORKSPACE, WORKSPACE_ROOT_ENV
+    from companion.support.workspace import REPOSITORY_WORKSPACE, WORKSPACE_ROOT_ENV
 
     folders = [Path(notebooks_dir), NOTEBOOKS_DIR, REPOSITORY_WORKSPACE]
     if os.environ.get(WORKSPACE_ROOT_ENV):
@@ -484,7 +484,7 @@ def execute(plans: list[Plan], out: Path, *, jobs: int, timeout: int, progress: 
 
 def summarize(plans: list[Plan], results: dict[str, dict[str, Any]], out: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per notebook (and a total), and one line per failure naming the notebook and the cell."""
-    from .usage_log import read_usage, totals
+    from companion.models.usage_log import read_usage, totals
 
     usage = read_usage(out / "usage.jsonl")
     rows, failures = [], []
@@ -555,8 +555,8 @@ def write_summary(out: Path, rows: list[dict[str, Any]], failures: list[str], he
 
 
 def estimate(counts: dict[str, int], learners: int) -> dict[str, Any]:
-    """Calls, tokens and dollars at the Nova Pro on-demand price in companion/cost.py, for one replay and for a class."""
-    from .cost import NOVA_PRO_ON_DEMAND as price
+    """Calls, tokens and dollars at the Nova Pro on-demand price in companion/measure/cost.py, for one replay and for a class."""
+    from companion.measure.cost import NOVA_PRO_ON_DEMAND as price
 
     one = price.dollars(counts["input"], counts["output"])
     return {"calls": counts["calls"], "input": counts["input"], "output": counts["output"], "dollars": one,
@@ -571,7 +571,7 @@ def estimate_text(e: dict[str, Any], notebooks: int) -> str:
         "(Counted on the offline model over the same notebooks and parameters; Nova Pro words its replies differently, "
         "so the output tokens, and the input of later turns that carry them, are an estimate.)\n"
         f"At {price.model}, {price.region}: ${price.input_per_1k}/1k input, ${price.output_per_1k}/1k output tokens "
-        f"(price as of {price.as_of}, companion/cost.py): ${e['dollars']:.4f} for one replay; "
+        f"(price as of {price.as_of}, companion/measure/cost.py): ${e['dollars']:.4f} for one replay; "
         f"a class of {e['learners']} learners each running it once: ${e['class dollars']:.2f}."
     )
 
@@ -612,7 +612,7 @@ def load_counts(path: Path, plans: list[Plan]) -> dict[str, int]:
 
 def run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_file: ClassFile, backend: str) -> tuple[int, list[dict]]:
     """Prepare the folder, execute, write and print the summary; returns the exit status and the rows."""
-    from .display import text_table
+    from companion.support.display import text_table
 
     out = prepare_output(out, args.notebooks_dir)
     extra_env = {}
@@ -710,7 +710,7 @@ def _main(args: argparse.Namespace) -> int:
         if args.defaults and args.class_file:
             print(f"note: --defaults: {args.class_file} is not used; every notebook runs with its own defaults")
         class_file = load_class_file(None if args.defaults else args.class_file or DEFAULT_CLASS_FILE)
-        from .backends import resolve_backend
+        from companion.models.backends import resolve_backend
 
         backend = resolve_backend(args.backend or class_file.backend)
         plans, notes = plan_replay(args.notebooks, class_file, backend, args.notebooks_dir)
@@ -756,8 +756,8 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def _require_credentials() -> None:
-    from . import aws
-    from .backends import DEFAULT_BEDROCK_MODEL_ID
+    from companion.models import aws
+    from companion.models.backends import DEFAULT_BEDROCK_MODEL_ID
 
     try:
         session = aws.session(None)

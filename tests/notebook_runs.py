@@ -48,7 +48,7 @@ LEDGER_HEADLINE = re.compile(r"^(?P<title>[^\n]*): (?P<held>\d+) of (?P<rows>\d+
 
 
 def ledger_text(notebook: nbformat.NotebookNode) -> str:
-    """The text form of every claims ledger the run showed (companion.ledger), one after another."""
+    """The text form of every claims ledger the run showed (companion.support.ledger), one after another."""
     texts = []
     for cell in notebook.cells:
         for output in cell.get("outputs", []) if cell.cell_type == "code" else []:

@@ -9,9 +9,9 @@ import time
 import pytest
 from strands import Agent
 
-from companion import aws
-from companion.backends import BackendError, make_model
-from companion.embeddings import EmbeddingModelError, TitanEmbedder, make_embedder
+from companion.models import aws
+from companion.models.backends import BackendError, make_model
+from companion.models.embeddings import EmbeddingModelError, TitanEmbedder, make_embedder
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ import time
 import pytest
 from strands.models import BedrockModel
 
-from companion.backends import BackendError, describe, make_model, resolve_backend
-from companion.offline_model import OfflineModel
+from companion.models.backends import BackendError, describe, make_model, resolve_backend
+from companion.models.offline_model import OfflineModel
 
 
 def test_offline_is_the_default(no_aws):

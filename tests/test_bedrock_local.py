@@ -1,4 +1,4 @@
-"""The local Bedrock endpoint (companion/bedrock_local.py): Strands' real BedrockModel over HTTP on 127.0.0.1, in
+"""The local Bedrock endpoint (companion/models/bedrock_local.py): Strands' real BedrockModel over HTTP on 127.0.0.1, in
 both stream and non-stream modes, with tool calls, Bedrock's validation errors, Titan embeddings, and a clean stop."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from botocore.exceptions import ClientError
 from strands import Agent
 
-from companion.backends import make_model
-from companion.bedrock_local import LocalBedrock, encode_event
-from companion.offline_model import OfflineModel
+from companion.models.backends import make_model
+from companion.models.bedrock_local import LocalBedrock, encode_event
+from companion.models.offline_model import OfflineModel
 from conftest import user
 
 
@@ -32,7 +32,7 @@ def client(local: LocalBedrock):
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["ConverseStream", "Converse"])
 def test_bedrock_model_answers_like_the_offline_model(endpoint, streaming, monkeypatch):
-    monkeypatch.setattr("companion.bedrock_local._RUNNING", endpoint)
+    monkeypatch.setattr("companion.models.bedrock_local._RUNNING", endpoint)
     agent = Agent(model=make_model("bedrock", bedrock_endpoint="local", streaming=streaming), callback_handler=None)
     direct = Agent(model=OfflineModel(), callback_handler=None)
     for prompt in ["My codename is ORION.", "What is my codename?", "What is my favourite colour?"]:
@@ -44,7 +44,7 @@ def test_bedrock_model_answers_like_the_offline_model(endpoint, streaming, monke
 
 
 def test_tool_use_crosses_the_wire(endpoint, monkeypatch):
-    monkeypatch.setattr("companion.bedrock_local._RUNNING", endpoint)
+    monkeypatch.setattr("companion.models.bedrock_local._RUNNING", endpoint)
     calls = []
 
     from strands import tool
@@ -90,7 +90,7 @@ def test_titan_embeddings_have_titans_size_and_minilms_ranking(endpoint):
     a, b = embed("Where does Ada live?"), embed("Ada's home address is 12 Harbour Lane.")
     assert a.shape == (1024,) and embed("x", dimensions=256).shape == (256,)
     assert abs(np.linalg.norm(a) - 1) < 1e-6
-    from companion.embeddings import MiniLMEmbedder
+    from companion.models.embeddings import MiniLMEmbedder
 
     m = MiniLMEmbedder().embed(["Where does Ada live?", "Ada's home address is 12 Harbour Lane."])
     assert abs(float(a @ b) - float(m[0] @ m[1] / np.linalg.norm(m[0]) / np.linalg.norm(m[1]))) < 1e-5
@@ -122,7 +122,7 @@ def test_only_loopback_and_a_clean_stop():
 def test_the_workbooks_titan_embedder_over_the_wire(endpoint, fake_aws):
     """Notebook 06's `embedder="titan"` path: the companion's TitanEmbedder (boto3's InvokeModel) against the local
     endpoint gets Titan-sized vectors, and ranks the recall pairs' answer first as MiniLM does."""
-    from companion.embeddings import make_embedder
+    from companion.models.embeddings import make_embedder
 
     titan = make_embedder("titan", endpoint_url=endpoint.url, dimensions=512)
     vectors = titan.embed(["Where does Ada live?", "Ada's home address is 12 Harbour Lane.", "Grace edits in Vim."])

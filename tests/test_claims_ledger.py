@@ -1,6 +1,6 @@
 """The claims ledger: the module's behaviour, and every notebook's claim line and summary bullets covered by a row.
 
-A "Check yourself" cell shows a ledger (companion/ledger.py). The markdown tags the claim line and each summary bullet
+A "Check yourself" cell shows a ledger (companion/support/ledger.py). The markdown tags the claim line and each summary bullet
 with ids ([C1], [S2]); the committed output of the ledger must hold a row for every such id, and no row may fail.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from companion.ledger import REF_PATTERN, ClaimsNotHeld, Ledger
+from companion.support.ledger import REF_PATTERN, ClaimsNotHeld, Ledger
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")) + [REPO / "templates" / "notebook.ipynb"]

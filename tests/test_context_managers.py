@@ -1,5 +1,5 @@
 """The SDK's context managers (Agent(context_manager="auto" | "agentic")) driving the offline model through a real Agent,
-and the companion's reading of them (companion.context_managers, the <content> and <context-status> helpers)."""
+and the companion's reading of them (companion.memory.context_managers, the <content> and <context-status> helpers)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from strands import Agent
 from strands.agent.conversation_manager import NullConversationManager, SummarizingConversationManager
 from strands.hooks import BeforeModelCallEvent, HookOrder
 
-from companion.context_managers import auto_selection, injected_tools, preset_strategies, summary_blocks, summary_utilization
-from companion.conversations import scripted_turns
-from companion.messages import (
+from companion.memory.context_managers import auto_selection, injected_tools, preset_strategies, summary_blocks, summary_utilization
+from companion.models.metering import MeteredModel
+from companion.models.offline_model import CONTEXT_SUMMARIZE_AT, OfflineModel
+from companion.models.summary_calls import CallLog
+from companion.support.conversations import scripted_turns
+from companion.support.messages import (
     content_summary_parts,
     context_status,
     is_content_summary_request,
@@ -20,9 +23,6 @@ from companion.messages import (
     summary_request_kind,
     without_context_status,
 )
-from companion.metering import MeteredModel
-from companion.offline_model import CONTEXT_SUMMARIZE_AT, OfflineModel
-from companion.summary_calls import CallLog
 
 STATUS = "\n\n<context-status>\n<used>1,700 / 2,000 tokens (85.0%)</used>\n<remaining>~300 tokens</remaining>\n</context-status>"
 

@@ -1,11 +1,11 @@
-"""What Bedrock's Converse API refuses, as data (companion/converse_rules.py): each rule on its own example, with
+"""What Bedrock's Converse API refuses, as data (companion/models/converse_rules.py): each rule on its own example, with
 Bedrock's own message; valid conversations (tool pairs included) pass every rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from companion.converse_rules import RULES, ConverseValidationError, check_request, rule_rows, violations
+from companion.models.converse_rules import RULES, ConverseValidationError, check_request, rule_rows, violations
 from conftest import assistant, user
 
 USE = {"role": "assistant", "content": [{"toolUse": {"toolUseId": "tooluse_1", "name": "search_memory",
@@ -59,8 +59,8 @@ def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the
     from strands import Agent
     from strands.agent.conversation_manager import SummarizingConversationManager
 
-    from companion.converse_rules import ConverseSummarizingConversationManager
-    from companion.offline_model import OfflineModel
+    from companion.models.converse_rules import ConverseSummarizingConversationManager
+    from companion.models.offline_model import OfflineModel
 
     results = {}
     seen: list = []
@@ -91,8 +91,8 @@ def test_the_sdks_summarizing_manager_can_put_two_user_messages_in_a_row_and_the
 def test_the_offline_model_refuses_what_bedrock_refuses_when_asked_to():
     import asyncio
 
-    from companion.converse_rules import ValidationException
-    from companion.offline_model import OfflineModel
+    from companion.models.converse_rules import ValidationException
+    from companion.models.offline_model import OfflineModel
 
     crashed = [user("What is my codename?"), USE, user("Are you there?")]
 

@@ -9,8 +9,9 @@ from strands import Agent, tool
 from strands.session import FileSessionManager
 from strands.session.repository_session_manager import RepositorySessionManager
 
-from companion.converse_rules import ValidationException, violations
-from companion.crash_repair import (
+from companion.models.converse_rules import ValidationException, violations
+from companion.models.offline_model import OfflineModel
+from companion.sessions.crash_repair import (
     INTERRUPTED_REPLY,
     RequestLog,
     digests,
@@ -18,10 +19,9 @@ from companion.crash_repair import (
     sdk_excerpt,
     trailing_tool_use_ids,
 )
-from companion.offline_model import OfflineModel
-from companion.restart_runner import kill_during_tool
-from companion.session_files import CorruptSessionError, message_files, message_rows
-from companion.workspace import UnsafePathError
+from companion.sessions.restart_runner import kill_during_tool
+from companion.sessions.session_files import CorruptSessionError, message_files, message_rows
+from companion.support.workspace import UnsafePathError
 
 QUESTION = "What is my codename?"
 

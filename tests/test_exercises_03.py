@@ -63,7 +63,7 @@ def check_cells(notebook: nbformat.NotebookNode) -> list[str]:
 # stands in for the model's; the check cells must refuse it (their ledger is captured, so this run shows no failing one).
 OLD_CLAIM = """
 from IPython.utils.capture import capture_output
-from companion.ledger import ClaimsNotHeld
+from companion.support.ledger import ClaimsNotHeld
 
 
 class OldClaim:

@@ -17,7 +17,7 @@ from strands import Agent
 from strands.agent.conversation_manager import SummarizingConversationManager
 
 from companion import OfflineModel
-from companion.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn, turn_of_calls
+from companion.models.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn, turn_of_calls
 from conftest import assistant, user
 
 NOTEBOOK = "05_summarization.ipynb"
@@ -82,7 +82,7 @@ def test_call_log_marks_errors_and_delegates_config():
 def test_a_previous_summary_is_known_by_the_managers_record_not_by_its_wording():
     """On the paraphrase voice the summary has another title: the plain voice's title misses it, the manager's
     `_summary_message` does not (the summary in agent.messages, counted by turn_counters too)."""
-    from companion.messages import is_summary
+    from companion.support.messages import is_summary
 
     for known in (False, True):
         manager = SummarizingConversationManager(summary_ratio=0.3, preserve_recent_messages=2)
@@ -99,7 +99,7 @@ def test_a_previous_summary_is_known_by_the_managers_record_not_by_its_wording()
 def test_turn_counters_count_the_summary_the_sdk_recorded(tmp_path):
     from strands.session import FileSessionManager
 
-    from companion.counters import turn_counters
+    from companion.sessions.counters import turn_counters
 
     manager = SummarizingConversationManager(summary_ratio=0.3, preserve_recent_messages=2,
                                              proactive_compression={"compression_threshold": 0.00005})
@@ -117,7 +117,7 @@ def test_the_converse_manager_sends_only_requests_bedrock_accepts_and_the_sdks_d
     """Every request (summary calls included) checked with the Converse rules: the SDK's manager sends refused ones
     (its summary call after a folded user message, or the summary before a kept user message); the Converse manager,
     same settings, none, and still folds every turn over the threshold; its summary keeps the facts it folds."""
-    from companion.converse_rules import ConverseSummarizingConversationManager
+    from companion.models.converse_rules import ConverseSummarizingConversationManager
 
     refused = {}
     for manager_class in (SummarizingConversationManager, ConverseSummarizingConversationManager):

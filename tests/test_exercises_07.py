@@ -137,17 +137,17 @@ def test_parameters_outside_the_lesson_stop_with_a_reason(tmp_path, workspace_ro
 
 @pytest.mark.parametrize("preserve, ratio", [(0, 0.3), (2, 0.3), (3, 0.5), (4, 0.3), (5, 0.1)])
 def test_notebook_07s_summarizing_manager_sends_only_requests_bedrock_accepts(preserve, ratio):
-    """ConverseSummarizingConversationManager (companion/converse_rules.py, taught in notebook 05), at the settings
+    """ConverseSummarizingConversationManager (companion/models/converse_rules.py, taught in notebook 05), at the settings
     notebook 07's parameters allow: every call, the summarization calls included, is one Bedrock accepts, it still
     summarizes, and every prompt after the summarized ones is still sent. join_user_messages, for prune()'s view,
     joins two user messages in a row without modifying its input."""
     from strands import Agent
 
-    from companion.converse_rules import ConverseSummarizingConversationManager, violations
-    from companion.messages import message_text
-    from companion.metering import MeteredModel
-    from companion.offline_model import OfflineModel
-    from companion.pruning import join_user_messages
+    from companion.memory.pruning import join_user_messages
+    from companion.models.converse_rules import ConverseSummarizingConversationManager, violations
+    from companion.models.metering import MeteredModel
+    from companion.models.offline_model import OfflineModel
+    from companion.support.messages import message_text
 
     metered = MeteredModel(OfflineModel())
     manager = ConverseSummarizingConversationManager(summary_ratio=ratio, preserve_recent_messages=preserve,

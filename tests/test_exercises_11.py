@@ -49,7 +49,7 @@ def test_exercise_4_is_refused_while_the_notebooks_endpoint_runs(tmp_path, works
     check = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown" and c.source.startswith("## Check yourself"))
     notebook.cells = notebook.cells[:check]
     notebook.cells += [nbformat.v4.new_code_cell(source) for source in (
-        "from companion.local_aws import EndpointError\n"
+        "from companion.sessions.local_aws import EndpointError\n"
         "try:\n" + "".join("    " + line + "\n" for line in lock_code.splitlines()) +
         "except EndpointError as error:\n    print('refused:', error)",
         "print('objects still in the bucket:', len(objects_with_sizes(s3, bucket)))",

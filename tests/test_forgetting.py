@@ -21,10 +21,9 @@ from strands.session import FileSessionManager
 from strands.storage import LocalFileStorage
 from strands.vended_memory_stores.file_memory_store import FileMemoryStore
 
-from companion import OfflineModel, facts
-from companion.byte_scan import scan, slug
-from companion.embeddings import make_embedder
-from companion.forgetting import (
+from companion import OfflineModel
+from companion.measure.byte_scan import scan, slug
+from companion.measure.forgetting import (
     FORGOTTEN,
     STORE_NAMES,
     ForgetError,
@@ -36,10 +35,12 @@ from companion.forgetting import (
     forget,
     redact_text,
 )
-from companion.messages import message_text
-from companion.session_files import check_session, read_json
-from companion.user_scope import UserScopedVectors
-from companion.vector_store import SqliteVecMemoryStore, connect
+from companion.memory.user_scope import UserScopedVectors
+from companion.memory.vector_store import SqliteVecMemoryStore, connect
+from companion.models import facts
+from companion.models.embeddings import make_embedder
+from companion.sessions.session_files import check_session, read_json
+from companion.support.messages import message_text
 
 KEY = "home address"
 USERS = {"ada": ("12 Harbour Lane", [("team", "payments"), ("editor", "Vim")]),
@@ -378,7 +379,7 @@ def test_forgetting_an_address_keeps_the_pub_whose_name_shares_its_words(harbour
 
 
 def test_mentions_needs_the_fact_not_a_substring():
-    from companion.forgetting import mentions
+    from companion.measure.forgetting import mentions
 
     assert not mentions("My favourite pub is the Harbour Inn.", KEY, ["The Harbour"])
     assert not mentions("Noted: your favorite pub is the Harbour Inn.", KEY, ["The Harbour"])
@@ -391,7 +392,7 @@ def test_mentions_needs_the_fact_not_a_substring():
 
 def failing_at(monkeypatch, number: int, error: Exception | None = None) -> list[str]:
     """Make the plan's step `number` (0-based) raise; returns the steps seen."""
-    import companion.forgetting as forgetting
+    import companion.measure.forgetting as forgetting
 
     seen, real = [], forgetting._apply
 
@@ -409,7 +410,7 @@ def test_a_failure_at_every_step_reports_what_is_done_and_left_and_a_rerun_finis
                                                                                     monkeypatch):
     """Issue 18: a failure after the database commit surfaced as a raw OSError with no report. Now every step of the
     plan can fail: PartialForget names what was done and what is left, and running forget() again finishes."""
-    import companion.forgetting as forgetting
+    import companion.measure.forgetting as forgetting
 
     probe = Stores.under(shutil.copytree(planted, tmp_path / "probe"))
     seen = failing_at(monkeypatch, 10**6)  # counts the steps, fails none
@@ -438,7 +439,7 @@ def test_a_failure_at_every_step_reports_what_is_done_and_left_and_a_rerun_finis
 
 def test_a_file_rewrite_that_raises_after_the_commit_is_a_partial_forget(stores, embedder, monkeypatch):
     """The case of the issue: os.replace raising after the rows are committed."""
-    import companion.forgetting as forgetting
+    import companion.measure.forgetting as forgetting
 
     real = os.replace
     calls = []

@@ -14,8 +14,7 @@ from strands.agent.conversation_manager import (
 )
 from strands.session import FileSessionManager
 
-from companion.conversations import load_script, scripted_turns
-from companion.cost import (
+from companion.measure.cost import (
     NOVA_PRO_ON_DEMAND,
     Price,
     call_dollars,
@@ -29,13 +28,14 @@ from companion.cost import (
     slope,
     tokens_by_turn,
 )
-from companion.counters import turn_counters
-from companion.display import text_table
-from companion.messages import SUMMARY_REQUEST, is_summary, message_text
-from companion.metering import MeteredModel
-from companion.offline_model import OfflineModel
-from companion.pruning import STRATEGIES, JsonHistoryStore, count_tokens, prune
-from companion.workspace import UnsafePathError
+from companion.memory.pruning import STRATEGIES, JsonHistoryStore, count_tokens, prune
+from companion.models.metering import MeteredModel
+from companion.models.offline_model import OfflineModel
+from companion.sessions.counters import turn_counters
+from companion.support.conversations import load_script, scripted_turns
+from companion.support.display import text_table
+from companion.support.messages import SUMMARY_REQUEST, is_summary, message_text
+from companion.support.workspace import UnsafePathError
 from conftest import assistant, user
 
 
@@ -58,7 +58,7 @@ def test_scripted_turns_errors():
 
 
 def test_filler_states_no_facts_and_asks_nothing():
-    from companion.facts import asked_keys, statements
+    from companion.models.facts import asked_keys, statements
 
     for name in ["codename", "long_chat"]:
         for line in load_script(name)["filler"]:
@@ -190,7 +190,7 @@ def test_metered_model_passes_settings_through():
 def test_metered_model_labels_turns_and_keeps_what_each_call_received():
     import math
 
-    from companion.messages import is_summary_request
+    from companion.support.messages import is_summary_request
 
     metered = MeteredModel(OfflineModel())
     manager = SummarizingConversationManager(

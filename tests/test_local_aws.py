@@ -15,9 +15,9 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from companion import agentcore_memory
-from companion.dynamodb_memory import INDEX_NAME, DynamoDBMemoryStore, create_table, create_table_request, search_vectors_request
-from companion.local_aws import (
+from companion.memory import agentcore_memory
+from companion.memory.dynamodb_memory import INDEX_NAME, DynamoDBMemoryStore, create_table, create_table_request, search_vectors_request
+from companion.sessions.local_aws import (
     MAX_ATTEMPTS,
     EndpointError,
     LocalEndpoint,
@@ -32,7 +32,14 @@ from companion.local_aws import (
     serving_port,
     short_error,
 )
-from companion.s3_sessions import LockTimeout, guarded_turn, objects_with_sizes, read_session_messages, s3_turn_lock, session_manager
+from companion.sessions.s3_sessions import (
+    LockTimeout,
+    guarded_turn,
+    objects_with_sizes,
+    read_session_messages,
+    s3_turn_lock,
+    session_manager,
+)
 
 
 class FakeEmbedder:
@@ -159,7 +166,7 @@ def test_the_s3_lock_excludes_a_second_holder_and_is_released(local):
 def test_guarded_turn_removes_a_half_written_turn(local):
     from strands import Agent
 
-    from companion.backends import make_model
+    from companion.models.backends import make_model
 
     session = boto_session(local)
     s3 = make_client("s3", local, session)

@@ -8,7 +8,7 @@ from strands import Agent
 from strands.agent.conversation_manager import SlidingWindowConversationManager
 
 from companion import OfflineModel
-from companion.model_calls import SLIDING_WINDOW_LOGGER, contains_message, is_pinned, mentions, sdk_warnings
+from companion.models.model_calls import SLIDING_WINDOW_LOGGER, contains_message, is_pinned, mentions, sdk_warnings
 from conftest import assistant, user
 
 

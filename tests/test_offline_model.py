@@ -14,8 +14,8 @@ from strands.models.model import _estimate_tokens_with_heuristic
 from strands.types.exceptions import ContextWindowOverflowException
 from strands.vended_memory_stores.test_memory_store import TestMemoryStore
 
-from companion.backends import NOVA_PRO_CONTEXT_WINDOW
-from companion.offline_model import OfflineModel
+from companion.models.backends import NOVA_PRO_CONTEXT_WINDOW
+from companion.models.offline_model import OfflineModel
 from conftest import assistant, user
 
 
@@ -239,7 +239,7 @@ def test_latency_is_reported_as_zero_so_message_files_do_not_depend_on_load():
 
 
 def test_remember_requests_become_third_person_memories():
-    from companion.facts import remember_request, third_person
+    from companion.models.facts import remember_request, third_person
 
     assert third_person("I prefer deployments on Tuesday mornings.") == "The user prefers deployments on Tuesday mornings."
     assert third_person("I'm allergic to peanuts") == "The user is allergic to peanuts."
@@ -324,7 +324,7 @@ def test_reads_a_statement_wherever_it_stands_in_a_clause(statement):
     "question", ["what is my codename?", "Is my codename VEGA?", "Hi! Do you know if my codename is VEGA?"]
 )
 def test_a_question_states_nothing(question):
-    from companion.facts import statements
+    from companion.models.facts import statements
 
     assert statements(question) == []
     agent = Agent(model=OfflineModel(), callback_handler=None)
@@ -333,7 +333,7 @@ def test_a_question_states_nothing(question):
 
 
 def test_statements_next_to_a_question_are_still_read():
-    from companion.facts import statements
+    from companion.models.facts import statements
 
     assert statements("My codename is VEGA. What is my plan? My plan is pro.") == [("codename", "VEGA"), ("plan", "pro")]
 
@@ -369,7 +369,8 @@ def test_a_message_with_a_long_whitespace_run_is_answered():
 
 
 def test_message_helpers_live_in_the_messages_module():
-    from companion import messages, offline_model
+    from companion.models import offline_model
+    from companion.support import messages
 
     assert offline_model.message_text is messages.message_text
     assert offline_model.is_summary_request is messages.is_summary_request
@@ -403,13 +404,13 @@ def _rule_agent(rule, tmp_path):
 
 
 def _rule_ids():
-    from companion.facts import RULES
+    from companion.models.facts import RULES
 
     return [f"{rule['kind']}: {rule['form'][:50]}" for rule in RULES]
 
 
 def _rules():
-    from companion.facts import RULES
+    from companion.models.facts import RULES
 
     return RULES
 
@@ -438,7 +439,7 @@ def test_every_listed_rule_works_through_an_agent(rule, tmp_path):
 
 
 def test_rules_table_rows_cover_every_rule():
-    from companion.facts import RULES, rule_rows
+    from companion.models.facts import RULES, rule_rows
 
     rows = rule_rows()
     assert len(rows) == len(RULES) and all(set(row) == {"kind", "form", "example", "the model"} for row in rows)
@@ -458,6 +459,6 @@ def test_rules_table_rows_cover_every_rule():
     ],
 )
 def test_third_person_keeps_adverbs_modals_and_past_forms(first_person, stored):
-    from companion.facts import third_person
+    from companion.models.facts import third_person
 
     assert third_person(first_person) == stored

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from companion import parameters as p
-from companion.display import table
+from companion.support import parameters as p
+from companion.support.display import table
 
 
 def test_integer_bounds_and_parity():

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from companion import OfflineModel
-from companion.paths import data_path
-from companion.poisoning_eval import deciding_rule, load_cases, rates, run_set
+from companion.measure.poisoning_eval import deciding_rule, load_cases, rates, run_set
+from companion.support.paths import data_path
 
 VOICES = ("plain", "paraphrase")
 PATHS = ("tool", "extraction")

@@ -19,8 +19,9 @@ import psutil
 import pytest
 from strands import Agent
 
-from companion import backends
-from companion.offline_model import OfflineModel
+from companion.models import backends
+from companion.models.offline_model import OfflineModel
+from companion.models.usage_log import USAGE_LABEL_ENV, USAGE_LOG_ENV, log_usage, read_usage
 from companion.replay import (
     EXIT_TERMINATED,
     EXIT_USAGE,
@@ -34,7 +35,6 @@ from companion.replay import (
     plan_replay,
     prepare_output,
 )
-from companion.usage_log import USAGE_LABEL_ENV, USAGE_LOG_ENV, log_usage, read_usage
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
@@ -53,7 +53,7 @@ def digests(paths) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
-# --- the usage log (the one change in companion/backends.py) ----------------------------------------------------------
+# --- the usage log (the one change in companion/models/backends.py) ----------------------------------------------------------
 
 
 def test_make_model_logs_usage_only_when_asked(tmp_path, monkeypatch):
@@ -149,7 +149,7 @@ def test_output_folder_links_are_followed_before_the_guard(tmp_path):
 def test_output_folder_is_never_a_workspace(workspace_root, monkeypatch):
     """A replay replaces its output folder on the next run, so a learner's workspace can never be one: the repository's
     workspace/, $WORKBOOK_WORKSPACE_ROOT, anything inside them or around them."""
-    from companion.workspace import REPOSITORY_WORKSPACE
+    from companion.support.workspace import REPOSITORY_WORKSPACE
 
     learner_file = workspace_root / "01_restart_test" / "notes.txt"
     learner_file.parent.mkdir()

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from companion import restart_runner
-from companion.restart_runner import DEFAULT_PLANT, DEFAULT_RECALL, PhaseFailed, run_phase
-from companion.session_files import files_with_sizes, message_files
-from companion.workspace import UnsafePathError
+from companion.sessions import restart_runner
+from companion.sessions.restart_runner import DEFAULT_PLANT, DEFAULT_RECALL, PhaseFailed, run_phase
+from companion.sessions.session_files import files_with_sizes, message_files
+from companion.support.workspace import UnsafePathError
 
 
 def test_plant_then_recall_in_two_processes(workspace_root):

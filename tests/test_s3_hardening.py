@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import pytest
 
-from companion.local_aws import EndpointError, LocalEndpoint, make_client, open_endpoint, running_endpoint
-from companion.workspace import UnsafePathError
+from companion.sessions.local_aws import EndpointError, LocalEndpoint, make_client, open_endpoint, running_endpoint
+from companion.support.workspace import UnsafePathError
 
 
 def start_within(make: Callable[[], LocalEndpoint], seconds: float) -> BaseException | None:
@@ -72,7 +72,7 @@ def test_one_endpoint_per_process_a_second_start_cannot_empty_the_first():
 
 @pytest.mark.parametrize("session_id", ["..", "../x", "a/b", "a\nb", ""])
 def test_session_ids_are_checked_on_every_s3_path(session_id):
-    from companion.s3_sessions import guarded_turn, read_session_messages, session_manager
+    from companion.sessions.s3_sessions import guarded_turn, read_session_messages, session_manager
 
     # nothing is called on these: the check comes before any request (None would fail on first use)
     with pytest.raises(UnsafePathError, match="Unsafe session id"):

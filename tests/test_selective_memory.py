@@ -13,8 +13,7 @@ from strands.agent.conversation_manager import SlidingWindowConversationManager
 from strands.memory import InvocationTrigger, MemoryManager, ModelExtractor
 from strands.session import FileSessionManager
 
-from companion.offline_model import OfflineModel
-from companion.selective_memory import (
+from companion.memory.selective_memory import (
     START,
     Clock,
     Lineage,
@@ -36,7 +35,8 @@ from companion.selective_memory import (
     tokens,
     words,
 )
-from companion.session_files import message_files
+from companion.models.offline_model import OfflineModel
+from companion.sessions.session_files import message_files
 from tests.conftest import user
 
 matplotlib.use("Agg")

@@ -8,8 +8,8 @@ import pytest
 from strands import Agent
 from strands.session import FileSessionManager
 
-from companion.offline_model import OfflineModel
-from companion.session_files import (
+from companion.models.offline_model import OfflineModel
+from companion.sessions.session_files import (
     CorruptSessionError,
     agent_dir,
     agent_json_blocks,
@@ -20,7 +20,7 @@ from companion.session_files import (
     show_agent_json,
     tree,
 )
-from companion.workspace import UnsafePathError
+from companion.support.workspace import UnsafePathError
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from companion.vector_store import DEFAULT_BUSY_TIMEOUT, SqliteVecMemoryStore, StoreError, connect
+from companion.memory.vector_store import DEFAULT_BUSY_TIMEOUT, SqliteVecMemoryStore, StoreError, connect
 
 HOLD = """
 import sqlite3, sys, time

@@ -2,7 +2,7 @@
 
 onnxruntime 1.32 writes a device id and an event database under ~/.cache/Microsoft/DeveloperTools/.onnxruntime/ on
 import and, after about 12 s, looks up mobile.events.data.microsoft.com, unless ORT_DISABLE_TELEMETRY=1 is set before
-it loads. companion/embeddings.py sets it itself, so the child below starts WITHOUT it in its environment.
+it loads. companion/models/embeddings.py sets it itself, so the child below starts WITHOUT it in its environment.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from conftest import REPO
 SECONDS = 30
 EMBED_FOR = f"""
 import sys, time
-from companion.embeddings import MiniLMEmbedder
+from companion.models.embeddings import MiniLMEmbedder
 embedder = MiniLMEmbedder()
 end, count = time.monotonic() + {SECONDS}, 0
 while time.monotonic() < end:
@@ -86,11 +86,11 @@ def test_every_entry_point_disables_it():
     assert re.search(r"^export ORT_DISABLE_TELEMETRY", makefile, re.M), "make lab / make test / make notebooks"
     env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
     done = subprocess.run(  # the evaluation command's import (the package's __init__ runs first for any module)
-        [sys.executable, "-c", "import os, companion.recall_eval; print(os.environ.get('ORT_DISABLE_TELEMETRY'))"],
+        [sys.executable, "-c", "import os, companion.measure.recall_eval; print(os.environ.get('ORT_DISABLE_TELEMETRY'))"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
     )
     assert done.stdout.strip() == "1", (done.stdout, done.stderr)
-    embeddings = (REPO / "companion" / "embeddings.py").read_text()
+    embeddings = (REPO / "companion" / "models" / "embeddings.py").read_text()
     assert embeddings.index('os.environ["ORT_DISABLE_TELEMETRY"] = "1"') < embeddings.index("import onnxruntime")
 
 

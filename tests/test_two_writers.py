@@ -8,10 +8,10 @@ import pytest
 from strands import Agent
 from strands.session import FileSessionManager
 
-from companion.offline_model import OfflineModel
-from companion.session_files import message_files
-from companion.two_writers import barrier, lock_path, run_writers, turn_lock, user_texts_on_disk
-from companion.workspace import UnsafePathError
+from companion.models.offline_model import OfflineModel
+from companion.sessions.session_files import message_files
+from companion.sessions.two_writers import barrier, lock_path, run_writers, turn_lock, user_texts_on_disk
+from companion.support.workspace import UnsafePathError
 
 PROMPTS = {"writer-a": "My favorite color is teal.", "writer-b": "My favorite city is Lisbon."}
 

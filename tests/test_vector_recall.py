@@ -18,10 +18,10 @@ from botocore.stub import Stubber
 from strands import Agent
 from strands.memory import ExtractionConfig, InvocationTrigger, MemoryManager, MemoryStore
 
-from companion.embeddings import TOKENIZER_PATH, EmbeddingModelError, MiniLMEmbedder, TitanEmbedder, make_embedder
-from companion.offline_model import OfflineModel
-from companion.recall_eval import content_words, evaluate, load_pairs, main
-from companion.vector_store import EmbedderMismatchError, SqliteVecMemoryStore, StoreError, connect
+from companion.measure.recall_eval import content_words, evaluate, load_pairs, main
+from companion.memory.vector_store import EmbedderMismatchError, SqliteVecMemoryStore, StoreError, connect
+from companion.models.embeddings import TOKENIZER_PATH, EmbeddingModelError, MiniLMEmbedder, TitanEmbedder, make_embedder
+from companion.models.offline_model import OfflineModel
 
 DEPLOY = "The user prefers deployments to happen on Tuesday mornings."
 QUERY = "when does this user like to ship releases?"
@@ -133,7 +133,7 @@ def test_store_implements_the_sdk_protocol(store, tmp_path):
     from strands.storage import LocalFileStorage
     from strands.vended_memory_stores.file_memory_store import FileMemoryStore
 
-    from companion.selective_memory import SelectiveMemoryStore
+    from companion.memory.selective_memory import SelectiveMemoryStore
 
     @runtime_checkable
     class RequiredMemoryStore(Protocol):
@@ -224,7 +224,7 @@ def test_non_ascii_text(store):
 
 def test_text_past_the_token_limit_says_what_is_cut(store, caplog):
     long = "The user keeps a very long diary. " + "Today was an ordinary day at the office. " * 60 + "ZEPHYR is the last word."
-    with caplog.at_level(logging.WARNING, logger="companion.vector_store"):
+    with caplog.at_level(logging.WARNING, logger="companion.memory.vector_store"):
         result = store.put(long)
     assert result.unembedded_chars > 0
     assert "only its first" in caplog.text and "not searchable by meaning" in caplog.text
@@ -400,7 +400,7 @@ def test_evaluation_command_exits_2_from_the_shell(tmp_path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(json.dumps({"fact": DEPLOY, "query": QUERY}) + "\n")
     done = subprocess.run(
-        [sys.executable, "-m", "companion.recall_eval", str(pairs), "--embedder", "word2vec"],
+        [sys.executable, "-m", "companion.measure.recall_eval", str(pairs), "--embedder", "word2vec"],
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr and "word2vec" in done.stderr, done.stderr

@@ -15,11 +15,11 @@ from strands.memory import MemoryEntry
 from strands.storage import LocalFileStorage
 from strands.vended_memory_stores.file_memory_store import FileMemoryStore
 
-from companion.keyword_explain import FtsExplainer, fts_terms, hit_rows, sdk_matched, sdk_terms, story, term_rows, words
-from companion.memory_loader import PARAPHRASE_PAIRS, USER_MEMORIES, load_user_memories
-from companion.plots import memory_map_plot, project_2d, similarity_bars_plot
-from companion.protocol_recall import protocol_recall
-from companion.vector_store import SqliteVecMemoryStore
+from companion.measure.keyword_explain import FtsExplainer, fts_terms, hit_rows, sdk_matched, sdk_terms, story, term_rows, words
+from companion.memory.protocol_recall import protocol_recall
+from companion.memory.vector_store import SqliteVecMemoryStore
+from companion.support.memory_loader import PARAPHRASE_PAIRS, USER_MEMORIES, load_user_memories
+from companion.support.plots import memory_map_plot, project_2d, similarity_bars_plot
 
 
 class HashEmbedder:

@@ -1,4 +1,4 @@
-"""The offline model's two voices (companion/voices.py): the same rules and decisions, other words. Each form is
+"""The offline model's two voices (companion/models/voices.py): the same rules and decisions, other words. Each form is
 checked on its own; the paraphrase voice never says "cannot see", keeps values as written, and the model reads its own
 paraphrased summaries and extracted facts back."""
 
@@ -10,10 +10,10 @@ import string
 import pytest
 from strands import Agent
 
-from companion import facts
-from companion.backends import make_model
-from companion.offline_model import OfflineModel
-from companion.voices import VOICES, pick, resolve_voice
+from companion.models import facts
+from companion.models.backends import make_model
+from companion.models.offline_model import OfflineModel
+from companion.models.voices import VOICES, pick, resolve_voice
 from conftest import assistant, user
 
 PROMPTS = ["My codename is ORION and my plan is pro.", "What is my codename?", "What is my favourite colour?",

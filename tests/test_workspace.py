@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from companion.workspace import MARKER, UnsafePathError, check_session_id, inside_root, reset_workspace
-from companion.workspace import workspace_root as configured_root
+from companion.support.workspace import MARKER, UnsafePathError, check_session_id, inside_root, reset_workspace
+from companion.support.workspace import workspace_root as configured_root
 
 
 def test_root_comes_from_the_environment(workspace_root):
@@ -120,7 +120,7 @@ def test_a_root_that_is_a_symlink_is_refused(tmp_path, monkeypatch):
 
 
 def test_the_repository_workspace_may_not_be_a_symlink(tmp_path, monkeypatch):
-    import companion.workspace as ws
+    import companion.support.workspace as ws
 
     repo = tmp_path / "repo"
     (repo / "companion").mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""The write policy of notebook 10 (companion/write_policy.py) and the poisoning run (companion/poisoning_eval.py).
+"""The write policy of notebook 10 (companion/memory/write_policy.py) and the poisoning run (companion/measure/poisoning_eval.py).
 
 The attack shapes below are not in data/poisoning/tuning.jsonl: they are regression cases, each stored without the
 guard (so it is a real attack on this agent) and kept out of the store with it (refused, or asked and declined). The
@@ -18,10 +18,9 @@ from strands.interventions import Deny
 from strands.memory import InvocationTrigger, MemoryManager, ModelExtractor
 
 from companion import OfflineModel
-from companion.paths import data_path
-from companion.poisoning_eval import CaseRecorder, InstructionFollowingModel, load_cases, rates, run_case
-from companion.selective_memory import SelectiveMemoryStore, read_records
-from companion.write_policy import (
+from companion.measure.poisoning_eval import CaseRecorder, InstructionFollowingModel, load_cases, rates, run_case
+from companion.memory.selective_memory import SelectiveMemoryStore, read_records
+from companion.memory.write_policy import (
     DATA_PREAMBLE,
     MemoryWriteGuard,
     PolicyExtractor,
@@ -30,6 +29,7 @@ from companion.write_policy import (
     owner_turn_text,
     read_audit,
 )
+from companion.support.paths import data_path
 
 OWNER, ATTACKER = "ada", "mallory"
 READ = "Read my latest message and tell me what it says."
@@ -268,7 +268,7 @@ def test_removing_quotes_agrees_with_the_regular_expression_it_replaces():
     import random
     import re
 
-    from companion.write_policy import _without_memory_blocks, _without_quotes
+    from companion.memory.write_policy import _without_memory_blocks, _without_quotes
 
     quoted = re.compile(r"“[^”]*”|\"[^\"]*\"|'[^']{12,}'")
     blocks = re.compile(r"<memory\b.*?</memory>", re.DOTALL | re.IGNORECASE)
@@ -365,14 +365,14 @@ def test_the_rules_never_read_the_held_out_set():
     import subprocess
     import sys
 
-    source = (Path(__file__).resolve().parent.parent / "companion" / "write_policy.py").read_text(encoding="utf-8")
+    source = (Path(__file__).resolve().parent.parent / "companion" / "memory" / "write_policy.py").read_text(encoding="utf-8")
     assert "heldout" not in source and "poisoning" not in source and "data_path" not in source
     probe = """
 import sys, json
 from pathlib import Path
 opened = []
 sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" and args else None)
-from companion.write_policy import WritePolicy, owner_turn_text
+from companion.memory.write_policy import WritePolicy, owner_turn_text
 cases = [json.loads(line) for name in ("tuning.jsonl", "heldout.jsonl")
          for line in Path("data/poisoning", name).read_text(encoding="utf-8").splitlines() if line.strip()]
 start = len(opened)
@@ -389,7 +389,7 @@ print(json.dumps([p for p in opened[start:] if "poisoning" in p]))
 
 
 def test_extraction_knows_who_said_each_line(tmp_path):
-    from companion.write_policy import SpeakerLog
+    from companion.memory.write_policy import SpeakerLog
 
     speakers = SpeakerLog()
     extractor = PolicyExtractor(ModelExtractor(), WritePolicy(owner=OWNER), speakers, tmp_path / "audit.jsonl")
@@ -427,7 +427,7 @@ def test_a_reply_that_quotes_a_tool_result_is_not_a_source_for_extraction():
 
 
 def test_asked_is_its_own_outcome_and_rates_carry_wilson_intervals(tmp_path):
-    from companion.poisoning_eval import wilson
+    from companion.measure.poisoning_eval import wilson
 
     cases = {c["id"]: c for c in load_cases(data_path("poisoning", "tuning.jsonl"))}
     options = {"owner": OWNER, "attacker": ATTACKER}
@@ -444,7 +444,7 @@ def test_asked_is_its_own_outcome_and_rates_carry_wilson_intervals(tmp_path):
 
 
 def test_the_shared_store_on_tuesday_reaches_the_prompt_marked_or_not(tmp_path):
-    from companion.selective_memory import RecordingModel, call_for
+    from companion.memory.selective_memory import RecordingModel, call_for
 
     case = next(c for c in load_cases(data_path("poisoning", "tuning.jsonl")) if c["id"] == "a27")
     options = {"owner": OWNER, "attacker": ATTACKER}

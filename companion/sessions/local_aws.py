@@ -1,0 +1,473 @@
+"""A local AWS-compatible endpoint on 127.0.0.1 (moto's server, in a thread), and the clients that talk to it or to AWS.
+
+Notebook 11 and its tests start the endpoint, use it and stop it, all in one process:
+
+    with LocalEndpoint() as local:
+        s3 = make_client("s3", local)      # fake credentials, endpoint http://127.0.0.1:<port>
+        ...
+    local.leftover_threads                 # [] when the server left nothing behind
+
+`endpoint="aws"` (see :func:`open_endpoint`) returns None instead, and the same helpers build clients for real AWS
+with the usual credentials and the limits of `companion.models.aws` (which this module wraps and does not change).
+
+The local endpoint emulates the S3 and DynamoDB HTTP APIs: the same requests, answers and error codes. It does not
+emulate latency across a network, request-rate limits, DynamoDB's native vector search, IAM (any key is accepted),
+DynamoDB's eventual consistency (a `Query` here always sees the last write), the atomicity of S3's conditional writes
+(moto answers `If-None-Match: *` by looking the key up, then writing: two requests that arrive together can both
+succeed, where S3 lets one through and answers the other 412), or the bill.
+
+One endpoint per process: moto keeps one store per Python process, and every start empties it, so `start()` refuses
+while another endpoint of this process is running, and :func:`open_endpoint` returns the running one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from companion.models import aws
+
+LOCAL_HOST = "127.0.0.1"
+LOCAL_REGION = "us-east-1"
+# Fake credentials for the local endpoint only: botocore needs some to sign requests, moto accepts any.
+FAKE_ACCESS_KEY = "testing"
+FAKE_SECRET_KEY = "testing"  # noqa: S105 - not a secret: the local endpoint accepts any key
+ENDPOINTS = ("local", "aws")
+MAX_ATTEMPTS = 3  # one try and two retries for storage calls (throttling is retried; a 4xx such as 403 is not)
+CONNECT_TIMEOUT = 2  # seconds; on loopback a refused connection fails at once
+READ_TIMEOUT = 10
+
+
+class EndpointError(RuntimeError):
+    """The local endpoint could not start, or stopped leaving something behind."""
+
+
+def offline_environment() -> None:
+    """What a process that talks to the local endpoint sets: no EC2 metadata probe (169.254.169.254)."""
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
+
+_RUNNING: dict[str, Any] = {"endpoint": None}  # the one local endpoint this process serves (moto: one store per process)
+MAX_PORT = 65535
+
+
+def running_endpoint() -> LocalEndpoint | None:
+    """The local endpoint this process started and has not stopped, or None."""
+    return _RUNNING["endpoint"]
+
+
+def check_port(port: Any) -> int:
+    """0 (any free port) or a port number from 1 to 65535; anything else is refused at once, naming the value."""
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= MAX_PORT:
+        raise EndpointError(f"port must be a whole number from 1 to {MAX_PORT}, or 0 for any free port; got {port!r}")
+    return port
+
+
+def port_holder(host: str, port: int) -> str:
+    """Who listens on host:port, as far as this machine tells (Linux: /proc; elsewhere: unknown)."""
+    running = running_endpoint()
+    if running is not None and running.port == port:
+        return f"this process's own local endpoint ({running.url})"
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table, encoding="ascii").read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 9 and int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(fields[9])
+    if not inodes:
+        return "another program (this system does not say which)"
+    for pid_dir in Path("/proc").iterdir():
+        if not pid_dir.name.isdigit():
+            continue
+        links = set()
+        try:
+            for fd in (pid_dir / "fd").iterdir():
+                try:
+                    links.add(os.readlink(fd))
+                except OSError:  # closed meanwhile
+                    continue
+        except OSError:  # another user's process
+            continue
+        if any(f"socket:[{inode}]" in links for inode in inodes):
+            command = " ".join((pid_dir / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ").split())
+            who = "this process" if int(pid_dir.name) == os.getpid() else f"process {pid_dir.name}"
+            return f"{who} ({command[:120] or 'no command line'})"
+    return "a process this user cannot see"
+
+
+class LocalEndpoint:
+    """moto's server on 127.0.0.1 and a free port (or `port`), emptied at start, stopped and checked at stop.
+
+    One per process: moto keeps one store per Python process, so starting a second endpoint would empty the first
+    one's buckets and tables. `start()` refuses while another is running (use :func:`running_endpoint`, or stop it)."""
+
+    def __init__(self, host: str = LOCAL_HOST, port: int = 0):
+        if host != LOCAL_HOST:
+            raise EndpointError(f"the local endpoint listens on {LOCAL_HOST} only, not {host!r}")
+        self.host, self.port = host, check_port(port)
+        self.url: str | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._own_threads: list[threading.Thread] = []  # its serving thread and request threads
+        self.leftover_threads: list[str] = []
+
+    def start(self) -> LocalEndpoint:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        running = running_endpoint()
+        if running is not None:
+            raise EndpointError(
+                f"a local endpoint is already running in this process at {running.url}; moto keeps one store per "
+                "process, so a second endpoint would empty its buckets and tables. Use that one "
+                "(companion.sessions.local_aws.running_endpoint()), or stop it first.")
+        offline_environment()
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on stderr
+        app = DomainDispatcherApplication(create_backend_app)
+        # Bound here, in the caller's thread: a taken port fails now (moto's own server thread would die and leave
+        # start() waiting forever; werkzeug's make_server prints and exits on a taken port, so probe it first).
+        if self.port:
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as werkzeug's server does
+                try:
+                    probe.bind((self.host, self.port))
+                except OSError as error:
+                    raise self._taken(error.strerror or str(error)) from None
+        try:
+            self._server = make_server(self.host, self.port, app, True, request_handler=MotoRequestHandler)
+        except (OSError, SystemExit) as error:  # taken between the probe and here
+            raise self._taken(str(error)) from None
+        host, port = self._server.server_address[:2]
+        self.port = port
+        self.url = f"http://{host}:{port}"
+        self._own_threads = []
+        self._server.process_request = self._process_request  # its request threads, named and kept: see stop()
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"local-endpoint-{port}", daemon=True)
+        self._own_threads.append(self._thread)
+        self._thread.start()
+        _RUNNING["endpoint"] = self
+        try:
+            self.reset()
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def _process_request(self, request: Any, client_address: Any) -> None:
+        """socketserver.ThreadingMixIn's, with a named thread that stop() counts as this endpoint's own (another
+        server in the process, such as the local Bedrock endpoint, starts threads of its own meanwhile)."""
+        server = self._server
+        thread = threading.Thread(target=server.process_request_thread, args=(request, client_address),
+                                  name=f"local-endpoint-{self.port}-request", daemon=True)
+        self._own_threads = [t for t in self._own_threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _taken(self, reason: str) -> EndpointError:
+        return EndpointError(f"cannot listen on {self.host}:{self.port}: {reason}; held by "
+                             f"{port_holder(self.host, self.port)}. Use port=0 for any free port.")
+
+    def reset(self) -> None:
+        """Empty every bucket and table: moto keeps its state per Python process, across server restarts."""
+        request = urllib.request.Request(f"{self.url}/moto-api/reset", data=b"", method="POST")
+        with urllib.request.urlopen(request, timeout=5) as answer:  # noqa: S310 - loopback only
+            answer.read()
+
+    def stop(self, wait: float = 5.0) -> list[str]:
+        """Stop serving, close the listening socket, and return the names of threads still alive that it started
+        (its serving thread and the threads that answered its requests), after waiting up to `wait` seconds."""
+        if self._server is None:
+            return self.leftover_threads
+        self._server.shutdown()  # serve_forever returns
+        if self._thread is not None:
+            self._thread.join(wait)
+        self._server.server_close()
+        self._server, self._thread = None, None
+        if _RUNNING["endpoint"] is self:
+            _RUNNING["endpoint"] = None
+        deadline = time.monotonic() + wait
+        while True:  # its serving thread and request threads (other threads of the process are not its own)
+            extra = [t for t in self._own_threads if t.is_alive()]
+            if not extra or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        self.leftover_threads = [t.name for t in extra]
+        return self.leftover_threads
+
+    def __enter__(self) -> LocalEndpoint:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def open_endpoint(endpoint: str) -> LocalEndpoint | None:
+    """`"local"`: a started LocalEndpoint (the one already running in this process, with its data, if there is
+    one); `"aws"`: None (clients then go to the region's real endpoints)."""
+    if endpoint not in ENDPOINTS:
+        raise ValueError(f"endpoint must be one of {ENDPOINTS}; got {endpoint!r}")
+    if endpoint == "aws":
+        return None
+    return running_endpoint() or LocalEndpoint().start()
+
+
+def client_config(*, local: bool = True, **overrides: Any) -> Any:
+    """`companion.models.aws.client_config()` (time limits, standard retries) with the storage limits of this module, and
+    path-style S3 URLs for the local endpoint (http://127.0.0.1:port/bucket/key; AWS gets its default style)."""
+    from botocore.config import Config
+
+    settings = dict(
+        connect_timeout=CONNECT_TIMEOUT,
+        read_timeout=READ_TIMEOUT,
+        retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        s3={"addressing_style": "path" if local else "auto"},
+    )
+    settings.update(overrides)
+    return aws.client_config().merge(Config(**settings))
+
+
+def boto_session(local: LocalEndpoint | None, *, access_key: str = FAKE_ACCESS_KEY, secret_key: str = FAKE_SECRET_KEY,
+                 region: str | None = None) -> Any:
+    """A boto3 session: fake credentials for the local endpoint, the usual credential chain for AWS."""
+    import boto3
+
+    if local is None:
+        return aws.session(region)
+    offline_environment()
+    return boto3.Session(aws_access_key_id=access_key, aws_secret_access_key=secret_key,
+                         region_name=region or LOCAL_REGION)
+
+
+def endpoint_url(local: LocalEndpoint | None) -> str | None:
+    return None if local is None else local.url
+
+
+def make_client(service: str, local: LocalEndpoint | None, session: Any = None, **config: Any) -> Any:
+    """A client for `service` on the local endpoint (or AWS when `local` is None), with the module's limits."""
+    session = session or boto_session(local)
+    return session.client(service, endpoint_url=endpoint_url(local), config=client_config(local=local is not None, **config))
+
+
+def child_environment(local: LocalEndpoint | None) -> dict[str, str]:
+    """Environment variables for a child process that must reach the same endpoint (and nothing else)."""
+    env = dict(os.environ, AWS_EC2_METADATA_DISABLED="true")
+    if local is not None:
+        env.update(AWS_ACCESS_KEY_ID=FAKE_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=FAKE_SECRET_KEY,
+                   AWS_DEFAULT_REGION=LOCAL_REGION, AWS_REGION=LOCAL_REGION, WORKBOOK_S3_ENDPOINT=local.url or "")
+        env.pop("AWS_SESSION_TOKEN", None)
+        env.pop("AWS_PROFILE", None)
+    return env
+
+
+# --- what the clients did: every API call timed and counted, from botocore's own events ---------------------------
+
+
+@dataclass
+class RequestLog:
+    """Every API call made through the sessions it is attached to: service, operation, seconds, ok."""
+
+    calls: list[tuple[str, str, float, bool]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def attach(self, session: Any) -> Any:
+        """Register on a boto3 session (before its clients are created: they copy its handlers); returns it."""
+        session.events.register("before-call", self._before)
+        session.events.register("after-call", self._after)
+        session.events.register("after-call-error", self._error)
+        return session
+
+    def _before(self, context: dict[str, Any], **kwargs: Any) -> None:
+        context["_workbook_started"] = time.perf_counter()
+
+    def _record(self, event_name: str, context: dict[str, Any], ok: bool) -> None:
+        started = context.get("_workbook_started")
+        if started is None:
+            return
+        seconds = time.perf_counter() - started
+        _, service, operation = event_name.split(".", 2)  # "after-call.s3.PutObject"
+        with self._lock:
+            self.calls.append((service, operation, seconds, ok))
+
+    def _after(self, event_name: str, context: dict[str, Any], http_response: Any = None, **kwargs: Any) -> None:
+        self._record(event_name, context, http_response is not None and http_response.status_code < 300)
+
+    def _error(self, event_name: str, context: dict[str, Any], **kwargs: Any) -> None:
+        self._record(event_name, context, False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.calls.clear()
+
+    def counts(self) -> dict[str, int]:
+        """Calls per operation, e.g. {"PutObject": 1000, "GetObject": 40}."""
+        out: dict[str, int] = {}
+        for _, operation, _, _ in self.calls:
+            out[operation] = out.get(operation, 0) + 1
+        return dict(sorted(out.items()))
+
+    def seconds(self, operations: set[str]) -> list[float]:
+        return [s for _, op, s, _ in self.calls if op in operations]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by linear interpolation, as numpy's default."""
+    import numpy as np
+
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+# --- failures on purpose: answers a real service gives, injected before the request is sent ---------------------
+
+
+class _Body:
+    def __init__(self, data: bytes):
+        self._data = data
+
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+        yield self._data
+
+
+S3_ERRORS = {
+    "SlowDown": (503, "Please reduce your request rate."),
+    "InvalidAccessKeyId": (403, "The AWS Access Key Id you provided does not exist in our records."),
+}
+
+
+def s3_error_response(url: str, code: str) -> Any:
+    from botocore.awsrequest import AWSResponse
+
+    status, message = S3_ERRORS[code]
+    body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
+            "<RequestId>injected</RequestId></Error>").encode()
+    return AWSResponse(url, status, {"Content-Type": "application/xml", "Content-Length": str(len(body))}, _Body(body))
+
+
+@contextmanager
+def inject_s3_error(client: Any, code: str, *, operation: str = "*", times: int | None = None,
+                    url_contains: str = "") -> Iterator[dict[str, int]]:
+    """Answer the S3 `operation` requests whose URL contains `url_contains` with the error `code` (SlowDown,
+    InvalidAccessKeyId) before they are sent, `times` times (None: every time). Yields {"injected": n, "attempts": n},
+    counted as it goes (attempts: the matching requests botocore tried to send, retries included). `client` is a
+    client, or a boto3 session (then only the clients created from it inside the block get the hook)."""
+    if code not in S3_ERRORS:
+        raise ValueError(f"code must be one of {sorted(S3_ERRORS)}")
+    seen = {"injected": 0, "attempts": 0}
+
+    def answer(request: Any, **kwargs: Any) -> Any:
+        if url_contains not in request.url:
+            return None
+        seen["attempts"] += 1
+        if times is None or seen["injected"] < times:
+            seen["injected"] += 1
+            return s3_error_response(request.url, code)
+        return None
+
+    events = client.meta.events if hasattr(client, "meta") else client.events  # a client, or a boto3 session
+    event = f"before-send.s3.{operation}"
+    events.register(event, answer)
+    try:
+        yield seen
+    finally:
+        events.unregister(event, answer)
+
+
+def describe(local: LocalEndpoint | None) -> str:
+    if local is None:
+        return "endpoint: real AWS (the usual credentials; region from AWS_REGION or the profile)"
+    return (f"endpoint: local, moto {_moto_version()} on {local.host} (a free port chosen at start; fake credentials, "
+            f"region {LOCAL_REGION})")
+
+
+def _moto_version() -> str:
+    from importlib.metadata import version
+
+    return version("moto")
+
+
+def json_size(data: Any) -> int:
+    """Bytes of `data` as the SDK's S3 session manager writes it (indent 2, UTF-8)."""
+    return len(json.dumps(data, indent=2, ensure_ascii=False).encode("utf-8"))
+
+
+# --- where this process connected: a socket audit hook, installed once per process --------------------------------
+
+_AUDIT: dict[str, Any] = {"installed": False, "addresses": [], "ports": []}
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "socket.connect":
+        address = args[1]
+        host = address[0] if isinstance(address, tuple) else str(address)
+        _AUDIT["addresses"].append(host)
+        _AUDIT["ports"].append((host, address[1] if isinstance(address, tuple) and len(address) > 1 else None))
+
+
+def record_connections() -> list[str]:
+    """Start recording the host of every socket this process connects from now on; returns the (live) list.
+    Audit hooks cannot be removed, so the hook is installed once and the list is emptied on each call."""
+    import sys
+
+    if not _AUDIT["installed"]:
+        sys.addaudithook(_audit)
+        _AUDIT["installed"] = True
+    _AUDIT["addresses"].clear()
+    _AUDIT["ports"].clear()
+    return _AUDIT["addresses"]
+
+
+def recorded_addresses() -> list[tuple[str, int | None]]:
+    """(host, port) of every socket connected since :func:`record_connections` was last called."""
+    return list(_AUDIT["ports"])
+
+
+def port_of(url: str | None) -> int | None:
+    """The port of an http://host:port URL, or None."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).port if url else None
+
+
+def name_connections(addresses: list[tuple[str, int | None]], names: dict[int | None, str]) -> list[str]:
+    """Each distinct address connected, by its name in `names` (port -> name) when it is on 127.0.0.1, else as
+    host:port; sorted. A list of names only says every connection went to a local endpoint this process knows."""
+    named = {names[port] if host == LOCAL_HOST and port in names else f"{host}:{port}" for host, port in addresses}
+    return sorted(named)
+
+
+def serving_port(thread: threading.Thread) -> int | None:
+    """The port of the socketserver a running thread serves (its serve_forever or one of its request threads), or
+    None. It reads the thread's target, which CPython keeps until the thread's run() returns."""
+    target = getattr(thread, "_target", None)
+    server = getattr(target, "__self__", None)
+    address = getattr(server, "server_address", None)
+    return address[1] if isinstance(address, tuple) and len(address) > 1 else None
+
+
+_AWS_ERROR = re.compile(r"An error occurred \((\w+)\) when calling the (\w+) operation(?: \(reached max retries: \d+\))?: (.*)")
+
+
+def short_error(error: BaseException, url: str | None = None) -> str:
+    """`Type: service code on Operation: message` for an AWS error (also inside the SDK's wrappers), else the
+    first line; the endpoint's URL (which holds a port that changes on every run) replaced by <endpoint>."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    found = _AWS_ERROR.search(text)
+    if found:
+        code, operation, message = found.groups()
+        return f"{type(error).__name__}: {code} on {operation}: {message}"
+    if url:
+        text = text.replace(url, "<endpoint>")
+    return f"{type(error).__name__}: {text}"

@@ -1,0 +1,284 @@
+"""Sessions in S3 with the SDK's `S3SessionManager`: one process's phase, the objects of a session, a lock that S3
+itself provides (a conditional write), and a turn that is either stored whole or not at all.
+
+Notebook 11 prints :func:`phase`, :func:`s3_turn_lock` and :func:`guarded_turn`, because those lines are the lesson.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from companion.sessions.local_aws import short_error
+from companion.sessions.restart_runner import PhaseFailed, PhaseResult, _package_parent
+
+
+def session_manager(session_id: str, bucket: str, boto_session: Any, endpoint_url: str | None, prefix: str = "") -> Any:
+    """The SDK's S3SessionManager with the workbook's client limits (timeouts, bounded retries, path-style URLs).
+    The session id is checked first, as for :func:`run_phase` (no separators, no "..", no line breaks)."""
+    from strands.session import S3SessionManager
+
+    from companion.sessions.local_aws import client_config
+    from companion.support.workspace import check_session_id
+
+    check_session_id(session_id)
+
+    return S3SessionManager(session_id=session_id, bucket=bucket, prefix=prefix, boto_session=boto_session,
+                            boto_client_config=client_config(local=endpoint_url is not None), endpoint_url=endpoint_url)
+
+
+def phase(prompt: str, backend: str, session_id: str, bucket: str, endpoint_url: str | None) -> None:
+    """One process's whole life: an agent on an S3 session, one prompt, print, exit (notebook 01's phase, on S3)."""
+    import boto3
+    from strands import Agent
+
+    from companion.models.backends import make_model
+
+    agent = Agent(
+        model=make_model(backend),
+        session_manager=session_manager(session_id, bucket, boto3.Session(), endpoint_url),
+        callback_handler=None,
+    )
+    print(f"messages restored: {len(agent.messages)}")
+    result = agent(prompt)
+    print(f"reply: {str(result).strip()}")
+    print(f"messages now: {len(agent.messages)}")
+
+
+def run_phase(prompt: str, *, backend: str, session_id: str, bucket: str, local: Any, timeout: float = 120) -> PhaseResult:
+    """Run :func:`phase` in a new Python process that reaches the same endpoint (fake credentials when local)."""
+    from companion.sessions.local_aws import child_environment
+    from companion.support.workspace import check_session_id
+
+    args = [sys.executable, "-m", "companion.sessions.s3_sessions", "--backend", backend, "--session-id", check_session_id(session_id),
+            "--bucket", bucket]
+    if local is not None:
+        args += ["--endpoint-url", local.url]
+    env = dict(child_environment(local), PYTHONPATH=_package_parent(), PYTHONIOENCODING="utf-8")
+    process = subprocess.Popen(args + ["--", prompt], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        raise PhaseFailed(f"The phase process did not finish within {timeout} s.\n{stderr}") from None
+    if process.returncode != 0:
+        raise PhaseFailed(f"The phase process exited with status {process.returncode}:\n{stderr}")
+    return PhaseResult(process.pid, process.returncode, stdout, stderr)
+
+
+# --- what a bucket holds ------------------------------------------------------------------------------------------
+
+
+def objects_with_sizes(s3: Any, bucket: str, prefix: str = "") -> dict[str, int]:
+    """Every object under `prefix`: key (without the prefix) -> size in bytes, in the order S3 lists them."""
+    out: dict[str, int] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            out[item["Key"][len(prefix):]] = item["Size"]
+    return out
+
+
+def _message_index(key: str) -> int:
+    return int(re.search(r"message_(\d+)\.json$", key).group(1))
+
+
+def read_session_messages(s3: Any, bucket: str, session_id: str, prefix: str = "", agent_id: str = "default") -> list[dict]:
+    """The messages of one session, read object by object from the bucket (not through the SDK), in index order.
+    The session and agent ids are checked first: a ".." or a line break would read another key."""
+    import json
+
+    from companion.support.workspace import check_session_id
+
+    check_session_id(session_id)
+    check_session_id(agent_id)
+    base = f"{prefix}session_{session_id}/agents/agent_{agent_id}/messages/"
+    keys = sorted(objects_with_sizes(s3, bucket, base), key=_message_index)
+    return [json.loads(s3.get_object(Bucket=bucket, Key=base + key)["Body"].read())["message"] for key in keys]
+
+
+def texts(message: dict) -> str:
+    return " ".join(block["text"] for block in message["content"] if "text" in block)
+
+
+# --- two writers: the race, and a lock S3 provides --------------------------------------------------------------
+
+
+class LockTimeout(TimeoutError):
+    """Another writer held the session's lock for longer than the wait allowed."""
+
+
+@contextmanager
+def s3_turn_lock(s3: Any, bucket: str, key: str, owner: str, wait: float = 30.0) -> Iterator[dict[str, int]]:
+    """Hold a lock object in S3 for the block: created only if absent (`IfNoneMatch="*"`, HTTP 412 otherwise),
+    deleted at the end. Yields {"refused": n}, the conditional writes that found the lock taken."""
+    from botocore.exceptions import ClientError
+
+    seen = {"refused": 0}
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            s3.put_object(Bucket=bucket, Key=key, Body=owner.encode(), IfNoneMatch="*")
+            break
+        except ClientError as error:
+            if error.response["Error"]["Code"] not in ("PreconditionFailed", "ConditionalRequestConflict"):
+                raise
+            seen["refused"] += 1
+            if time.monotonic() > deadline:
+                raise LockTimeout(f"{owner}: the lock {key} was still held after {wait:.0f} s") from None
+            time.sleep(0.05)
+    try:
+        yield seen
+    finally:
+        s3.delete_object(Bucket=bucket, Key=key)
+
+
+@dataclass
+class WriterResult:
+    name: str
+    restored: int
+    now: int
+    refused: int
+    order: int  # 1 for the writer that started its turn first (with the lock: got the lock first)
+
+
+def run_writers(prompts: dict[str, str], *, model_factory: Any, session_id: str, bucket: str, boto_session: Any,
+                endpoint_url: str | None, lock: bool, s3: Any) -> dict[str, WriterResult]:
+    """One thread per prompt, all at once, on one S3 session. Without the lock they meet at a barrier after
+    restoring (so both restore before either writes, on every run); with it, each holds the S3 lock for
+    restore + turn."""
+    from contextlib import nullcontext
+
+    from strands import Agent
+
+    barrier = threading.Barrier(len(prompts), timeout=60)
+    results: dict[str, WriterResult] = {}
+    errors: list[BaseException] = []
+    started = itertools.count(1)  # next() on a count is atomic in CPython: one number per writer
+
+    def writer(name: str, prompt: str) -> None:
+        try:
+            barrier.wait()  # every writer is ready before any touches the session
+            guard = s3_turn_lock(s3, bucket, f"locks/session_{session_id}.lock", name) if lock else nullcontext({"refused": 0})
+            with guard as seen:
+                order = next(started)
+                agent = Agent(model=model_factory(), session_manager=session_manager(session_id, bucket, boto_session, endpoint_url),
+                              callback_handler=None)
+                restored = len(agent.messages)
+                if not lock:
+                    barrier.wait()  # the race: every writer has restored, none has written
+                agent(prompt)
+            results[name] = WriterResult(name, restored, len(agent.messages), seen["refused"], order)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+            barrier.abort()
+
+    threads = [threading.Thread(target=writer, args=item, name=f"writer-{item[0]}") for item in prompts.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return dict(sorted(results.items()))
+
+
+# --- a turn that is stored whole or not at all -------------------------------------------------------------------
+
+
+@dataclass
+class TurnOutcome:
+    ok: bool
+    error: str
+    seconds: float
+    removed: int  # message objects of the failed turn deleted again
+
+
+def guarded_turn(agent: Any, prompt: str, s3: Any, bucket: str, session_id: str, prefix: str = "") -> TurnOutcome:
+    """Run one turn; if it fails, delete the message objects it wrote, so the session keeps whole turns only.
+
+    The SDK writes the user's message before the model call and the reply after it: a failure in between would
+    otherwise leave a question without its answer in the session. The cleanup is itself a set of S3 calls: it
+    holds only while they succeed (they share the PUT's throttling), and a killed process never runs it; agent.json,
+    rewritten during the turn, is not reverted."""
+    from companion.support.workspace import check_session_id
+
+    check_session_id(session_id)
+    base = f"{prefix}session_{session_id}/agents/agent_default/messages/"
+    before = set(objects_with_sizes(s3, bucket, base))
+    kept = len(agent.messages)
+    started = time.perf_counter()
+    try:
+        agent(prompt)
+        return TurnOutcome(True, "", time.perf_counter() - started, 0)
+    except Exception as error:  # noqa: BLE001 - the outcome says which
+        seconds = time.perf_counter() - started
+        written = [key for key in objects_with_sizes(s3, bucket, base) if key not in before]
+        for key in written:
+            s3.delete_object(Bucket=bucket, Key=base + key)
+        del agent.messages[kept:]  # the agent in memory forgets the failed turn too
+        return TurnOutcome(False, short_error(error), seconds, len(written))
+
+
+def ensure_bucket(s3: Any, bucket: str, *, must_be_empty: bool) -> None:
+    """Create `bucket` if it does not exist; with `must_be_empty`, stop if it holds objects (the checks count them)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError as error:
+        if error.response["Error"]["Code"] not in ("404", "NoSuchBucket"):
+            raise
+        region = s3.meta.region_name
+        extra = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        s3.create_bucket(Bucket=bucket, **extra)
+        return
+    if must_be_empty and s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount", 0):
+        raise RuntimeError(f"The bucket {bucket!r} is not empty; this notebook counts every object in it. "
+                           "Name an empty bucket (or a new one) in the parameters cell.")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="One phase of the restart test, on S3.")
+    parser.add_argument("--backend", default="offline")
+    parser.add_argument("--session-id", required=True)
+    parser.add_argument("--bucket", required=True)
+    parser.add_argument("--endpoint-url", default=None)
+    parser.add_argument("prompt")
+    args = parser.parse_args(argv)
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    from companion.sessions.local_aws import name_connections, port_of, record_connections, recorded_addresses
+
+    hosts = record_connections()
+    phase(args.prompt, args.backend, args.session_id, args.bucket, args.endpoint_url)
+    print(f"hosts connected: {sorted(set(hosts))}")
+    names = {port_of(args.endpoint_url): "S3"} if args.endpoint_url else {}
+    bedrock = local_bedrock_url(args.backend)
+    if bedrock:  # this process's own local Bedrock endpoint, started by make_model
+        names[port_of(bedrock)] = "its own Bedrock"
+    print(f"connected to: {name_connections(recorded_addresses(), names)}")
+
+
+def local_bedrock_url(backend: str | None) -> str | None:
+    """The URL of this process's local Bedrock endpoint when the model goes through it, else None."""
+    from companion.models.backends import resolve_backend, resolve_bedrock_endpoint
+
+    if resolve_backend(backend) != "bedrock" or resolve_bedrock_endpoint() != "local":
+        return None
+    from companion.models.bedrock_local import local_bedrock
+
+    return local_bedrock().url
+
+
+if __name__ == "__main__":
+    main()

@@ -1,10 +1,13 @@
 """The static book (tools/build_book.py, `make book`): built once per test session into a temporary folder from the
 committed notebooks, then checked the way a reader would meet it: every notebook is a page linked from the series map,
-its plots and tables are there, no link inside the site is broken, no error output is rendered, widget cells carry
-their note, and no page needs the network (no script, style, font or image from an http(s) URL)."""
+its plots and tables are there, every plot has a real description (its alt text and caption, the notebook's own
+description of that figure), no link inside the site is broken, no error output is rendered, widget cells carry their
+note, and no page needs the network (no script, style, font or image from an http(s) URL)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 import sys
@@ -31,9 +34,16 @@ class Page(HTMLParser):
         self.resources: list[tuple[str, str]] = []  # (tag, url) of what the browser loads: scripts, styles, images...
         self.ids: set[str] = set()
         self.classes: list[str] = []
+        self.images: list[tuple[str, str | None]] = []  # (src, alt) of every <img>; alt None when there is none
+        self.captions: list[str] = []  # the text of every <figcaption>
+        self._caption: list[str] | None = None
 
     def handle_starttag(self, tag, attrs):
         attributes = dict(attrs)
+        if tag == "img":
+            self.images.append((attributes.get("src") or "", attributes.get("alt")))
+        if tag == "figcaption":
+            self._caption = []
         if attributes.get("id"):
             self.ids.add(attributes["id"])
         if attributes.get("class"):
@@ -43,6 +53,15 @@ class Page(HTMLParser):
         for name in ("src", "href", "data"):
             if tag != "a" and attributes.get(name):
                 self.resources.append((tag, attributes[name]))
+
+    def handle_endtag(self, tag):
+        if tag == "figcaption" and self._caption is not None:
+            self.captions.append(" ".join("".join(self._caption).split()))
+            self._caption = None
+
+    def handle_data(self, data):
+        if self._caption is not None:
+            self._caption.append(data)
 
 
 def parse(path: Path) -> Page:
@@ -149,3 +168,111 @@ def test_widget_cells_show_their_saved_output_with_a_note(book):
                 shown = first_line in html or first_line.replace("'", "&#39;") in html
                 assert shown, f"{path.name}: saved widget output {first_line!r} not shown"
     assert with_widgets >= 1, "no widget cell found: the note check checked nothing"
+
+
+# --- every figure says what it shows (issue 20) ------------------------------------------------------------------------
+
+
+def description_problem(alt: str | None, src: str = "") -> str | None:
+    """Why an image's alt text is not a real description of what it shows (None if it is one)."""
+    if alt is None or not alt.strip():
+        return "no alt text"
+    name = src.rsplit("/", 1)[-1]
+    if (name and name in alt) or re.search(r"\.(png|jpe?g|svg|gif)\b|_images/|[0-9a-f]{16,}", alt):
+        return "the alt text is a file name or a hash"
+    if re.match(r"<(matplotlib\.)?Figure|<IPython|Figure size", alt.strip()):
+        return "the alt text is the object's repr"
+    if len(alt.split()) < 8:
+        return "the alt text is not a sentence (fewer than 8 words)"
+    if not alt.strip().endswith("."):
+        return "the alt text is not a sentence (no full stop)"
+    return None
+
+
+def description_problems(pages: dict[str, Page]) -> list[str]:
+    """Every image without a real description, and every description given to images whose data differ."""
+    problems, seen = [], {}
+    for name, page in pages.items():
+        for src, alt in page.images:
+            problem = description_problem(alt, src)
+            if problem:
+                problems.append(f"{name}: {src} ({problem}): {alt!r}")
+            elif seen.setdefault(alt, src) != src:
+                problems.append(f"{name}: {src} and {seen[alt]} show different images with the same description {alt!r}")
+    return problems
+
+
+def test_the_description_check_rejects_what_describes_nothing():
+    """The check below fails on an image without a description, with its file name or hash or the Figure's repr for
+    one, with a label too short to be a sentence, or with one sentence for two different images."""
+    sentence = "Line chart over turns 1-7: the stored messages go from 2 to 14."
+    page = Page()
+    page.feed(f'''<img src="_images/a1.png"><img src="_images/b2.png" alt="">
+              <img src="_images/9fee79c0ffee9fee79c0ffee.png" alt="_images/9fee79c0ffee9fee79c0ffee.png">
+              <img src="_images/c3.png" alt="9fee79c0ffee9fee79c0ffee9fee79c0ffee">
+              <img src="_images/d4.png" alt="&lt;Figure size 1000x550 with 1 Axes&gt;">
+              <img src="_images/e5.png" alt="A plot."><img src="_images/f6.png" alt="{sentence[:-1]}">
+              <img src="_images/g7.png" alt="{sentence}"><img src="_images/h8.png" alt="{sentence}">
+              <img src="_images/g7.png" alt="{sentence}">''')
+    problems = description_problems({"page.html": page})
+    flagged = [problem.split(" ")[1] for problem in problems]
+    assert flagged == [f"_images/{name}.png" for name in ("a1", "b2", "9fee79c0ffee9fee79c0ffee", "c3", "d4", "e5", "f6",
+                                                            "h8")], problems
+    good = Page()
+    good.feed(f'<img src="_images/g7.png" alt="{sentence}"><img src="_images/h8.png" alt="{sentence[:-1]} at last.">')
+    assert description_problems({"page.html": good}) == []
+
+
+def test_every_figure_has_a_real_description_and_a_caption(book):
+    pages = {path.name: parse(path) for path in sorted(book.glob("*.html"))}
+    problems = description_problems(pages)
+    assert not problems, "figures in the book without a real description:\n" + "\n".join(problems)
+    for path in notebooks():
+        page = pages[f"{path.stem}.html"]
+        figures = [src for src, _ in page.images if src.startswith("_images/")]
+        assert len(page.captions) == len(figures), f"{path.name}: {len(figures)} figures, {len(page.captions)} captions"
+        for (src, alt), caption in zip([image for image in page.images if image[0].startswith("_images/")], page.captions):
+            assert caption.endswith(alt), f"{path.name}: {src}'s caption {caption!r} does not say its description {alt!r}"
+
+
+def test_each_description_is_the_one_its_notebook_gives_that_figure(book):
+    """The alt text of every image is the description the committed notebook's output carries for those exact bytes
+    (MyST-NB names an image file by the sha256 of its bytes)."""
+    for path in notebooks():
+        committed = json.loads(path.read_text(encoding="utf-8"))
+        described = {}
+        for cell in committed["cells"]:
+            for output in cell.get("outputs", []):
+                if "image/png" in output.get("data", {}):
+                    digest = hashlib.sha256(base64.b64decode("".join(output["data"]["image/png"]))).hexdigest()
+                    described[digest] = output.get("metadata", {}).get("image/png", {}).get("alt")
+        page = parse(book / f"{path.stem}.html")
+        for src, alt in page.images:
+            if src.startswith("_images/"):
+                digest = src.rsplit("/", 1)[-1].split(".")[0]
+                assert digest in described, f"{path.name}: {src} is not one of the notebook's figures"
+                assert alt == described[digest], f"{path.name}: {src} has alt {alt!r}, the notebook says {described[digest]!r}"
+
+
+def test_staging_gives_each_figure_its_own_cell_with_its_description():
+    """MyST-NB reads alt text and caption from cell metadata: a cell with two figures (each followed by its caption)
+    and a table between them is staged as a figure, the table, a figure, each figure with its own description."""
+    figure = {"output_type": "display_data", "data": {"image/png": "iVBORw0KGgo=", "text/plain": "A"}, "metadata": {}}
+    table = {"output_type": "display_data", "data": {"text/html": "<table></table>", "text/plain": "t"}, "metadata": {}}
+    captioned = []
+    for text in ("One line chart of messages over turns 1-7, stored going from 2 to 14.",
+                 "Another bar chart per turn over turns 1-7: 6 summary calls on turns 2-7."):
+        captioned.append([{**figure, "metadata": {"image/png": {"alt": text}}},
+                          {"output_type": "display_data", "metadata": {"figure_caption": True},
+                           "data": {"text/markdown": f"*Figure:* {text}", "text/plain": f"Figure: {text}"}}])
+    cell = {"cell_type": "code", "id": "c1", "metadata": {}, "source": "show(fig)", "execution_count": 1,
+            "outputs": [*captioned[0], table, *captioned[1]]}
+    staged = build_book.split_figures(cell)
+    assert [len(c["outputs"]) for c in staged] == [1, 1, 1]
+    assert [c["source"] for c in staged] == ["show(fig)", "", ""]
+    assert [c["id"] for c in staged] == ["c1", "c1-part1", "c1-part2"]
+    assert staged[0]["metadata"]["mystnb"]["image"]["alt"] == captioned[0][0]["metadata"]["image/png"]["alt"]
+    assert staged[2]["metadata"]["mystnb"]["figure"]["caption"] == captioned[1][1]["data"]["text/markdown"]
+    assert "mystnb" not in staged[1]["metadata"] and "remove-input" in staged[1]["metadata"]["tags"]
+    plain = {**cell, "outputs": [table]}
+    assert build_book.split_figures(plain) == [plain]

@@ -10,6 +10,13 @@ gets a note in the staged copy saying that its slider works only when the notebo
 
 The landing page takes each notebook's title from its first heading and its claim from a `**The claim:**` line in its
 first cell, or else from the notebook's row in notebook 00's series table.
+
+Every figure says what it shows (companion.support.figures): a figure output carries its description in its metadata
+(`{"image/png": {"alt": ...}}`), with a caption output under it. MyST-NB takes an image's alt text and a figure's caption
+only from the cell's metadata (`mystnb: {image: {alt}, figure: {caption}}`), one for all the images of a cell, so the
+staged copy gives each figure a cell of its own (the outputs after it follow in a cell without its source) whose
+metadata holds that figure's description as the alt text and as the caption; the caption output is left out there,
+since the figure's caption now says it.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 CONF_DIR = REPO_ROOT / "book"
 DEFAULT_OUT = REPO_ROOT / "build" / "book"
 
+FIGURE_CAPTION = "figure_caption"  # companion.support.figures.CAPTION_KEY (tools/ does not import the companion)
 WIDGET_NOTE = (
     ":::{note}\n"
     "**A live widget.** The next cell draws a slider when the notebook runs in JupyterLab (`make lab`); "
@@ -73,6 +81,58 @@ def is_widget_cell(cell: dict) -> bool:
     return cell["cell_type"] == "code" and re.search(r"^\s*(import ipywidgets|from ipywidgets )", _text(cell["source"]), re.M) is not None
 
 
+def is_figure(output: dict) -> bool:
+    return "image/png" in output.get("data", {})
+
+
+def is_caption(output: dict) -> bool:
+    """The caption output companion.support.figures.show writes under a figure."""
+    return bool(output.get("metadata", {}).get(FIGURE_CAPTION))
+
+
+def figure_description(output: dict) -> str:
+    """The description a figure output carries (its alt metadata), or "" if it has none."""
+    alt = output.get("metadata", {}).get("image/png", {}).get("alt", "")
+    return alt if isinstance(alt, str) else ""
+
+
+def split_figures(cell: dict) -> list[dict]:
+    """The cell as staged: each figure output in a cell of its own, whose MyST-NB metadata gives that figure its
+    description as alt text and its caption as the figure's caption (see the module's docstring); the other outputs
+    stay in order, in cells that show no source. A cell without figures is returned as it is."""
+    outputs = cell.get("outputs", []) if cell["cell_type"] == "code" else []
+    if not any(is_figure(o) for o in outputs):
+        return [cell]
+    pieces: list[tuple[list[dict], dict]] = [([], {})]  # (outputs, MyST-NB options)
+    skip = False
+    for index, output in enumerate(outputs):
+        if skip:
+            skip = False
+            continue
+        if not is_figure(output):
+            pieces[-1][0].append(output)
+            continue
+        description = figure_description(output)
+        following = outputs[index + 1] if index + 1 < len(outputs) else {}
+        options: dict = {}
+        if description:
+            caption = description
+            if is_caption(following):
+                caption, skip = _text(following.get("data", {}).get("text/markdown", description)), True
+            options = {"image": {"alt": description}, "figure": {"caption": caption}}
+        pieces += [([output], options), ([], {})]
+    staged = []
+    for number, (part, options) in enumerate(piece for piece in pieces if piece[0]):
+        metadata = dict(cell.get("metadata", {}))
+        if number:
+            metadata["tags"] = [*metadata.get("tags", []), "remove-input"]
+        if options:
+            metadata["mystnb"] = {**metadata.get("mystnb", {}), **options}
+        staged.append({**cell, "id": f"{cell.get('id', 'cell')}-part{number}" if number else cell.get("id", "cell"),
+                       "metadata": metadata, "source": cell["source"] if number == 0 else "", "outputs": part})
+    return staged
+
+
 def landing_page(entries: list[tuple[str, str, str, bool]]) -> str:
     """index.md: the series map (a table linking every notebook, with its claim) and the hidden toctree."""
     lines = [
@@ -111,7 +171,8 @@ def write_if_changed(path: Path, text: str) -> None:
 
 
 def stage(src: Path) -> list[tuple[str, str, str, bool]]:
-    """Copy the notebooks (widget cells preceded by a note) and write index.md into src; return the series entries."""
+    """Copy the notebooks (widget cells preceded by a note, each figure in a cell of its own with its description) and
+    write index.md into src; return the series entries."""
     src.mkdir(parents=True, exist_ok=True)
     paths = notebook_paths()
     if not paths:
@@ -127,7 +188,7 @@ def stage(src: Path) -> list[tuple[str, str, str, bool]]:
                 has_widget = True
                 note_id = f"book-note-{cell.get('id', len(cells))}"
                 cells.append({"cell_type": "markdown", "id": note_id, "metadata": {}, "source": WIDGET_NOTE})
-            cells.append(cell)
+            cells.extend(split_figures(cell))
         notebook["cells"] = cells
         write_if_changed(src / f"{stem}.ipynb", json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
         entries.append((stem, title or stem, claim, has_widget))

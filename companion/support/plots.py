@@ -10,6 +10,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from companion.support.figures import describe
+
 STYLE = {
     "font.size": 14,
     "axes.titlesize": 16,
@@ -20,6 +22,53 @@ STYLE = {
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
+
+
+# --- descriptions: one sentence per figure, written from the data it draws (companion.support.figures) ---------------
+
+
+def _and(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    if len(items) <= 1:
+        return items[0] if items else "none"
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _spans(turns: Sequence[int]) -> str:
+    """Turn numbers as runs: [2, 3, 4, 7] -> '2-4 and 7'."""
+    runs: list[list[int]] = []
+    for turn in sorted(turns):
+        if runs and turn == runs[-1][-1] + 1:
+            runs[-1].append(turn)
+        else:
+            runs.append([turn])
+    return _and([f"{run[0]}" if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs])
+
+
+def _number(value: float) -> str:
+    return f"{value:,}" if float(value).is_integer() else f"{value:,.3g}"
+
+
+def _values(values: Sequence[float], limit: int = 10) -> str:
+    """A series as a reader would read it off the plot: every value when there are few, else where it starts, ends
+    and peaks."""
+    values = list(values)
+    if len(values) <= limit:
+        return ", ".join(_number(v) for v in values)
+    peak = max(range(len(values)), key=lambda i: values[i])
+    text = f"from {_number(values[0])} at turn 1 to {_number(values[-1])} at turn {len(values)}"
+    return text + (f", highest {_number(values[peak])} at turn {peak + 1}" if peak != len(values) - 1 else "")
+
+
+def _together(series: Sequence[Sequence[float]]) -> int:
+    """How many first turns all series share the same values."""
+    shared = 0
+    for values in zip(*series):
+        if len(set(values)) > 1:
+            break
+        shared += 1
+    return shared
 
 
 def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | None = None) -> Figure:
@@ -49,7 +98,13 @@ def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | N
         ax.set_title(title or f"Window of {window_size} messages: received, kept and stored per turn")
         ax.legend(loc="upper left")
         fig.tight_layout()
-    return fig
+    stored = [row["stored"] for row in rows]
+    fact = (f"from turn {lost[0]} on, the call no longer receives the planted fact" if lost
+            else "every call receives the planted fact")
+    return describe(fig, f"Line chart over turns {turns[0]}-{turns[-1]} with a window of {window_size} messages: "
+                         f"messages stored on disk go from {stored[0]} to {stored[-1]}; messages kept after each turn's "
+                         f"trim: {_values([row['kept'] for row in rows])}; messages the model receives per call: "
+                         f"{_values([row['received'] for row in rows])}; {fact}.")
 
 
 def counts_plot(series: dict[str, Sequence[int]], title: str, ylabel: str = "messages visible to the model",
@@ -77,7 +132,12 @@ def counts_plot(series: dict[str, Sequence[int]], title: str, ylabel: str = "mes
         ax.set_title(title)
         ax.legend(loc="upper left")
         fig.tight_layout()
-    return fig
+    turns = max(len(v) for v in series.values())
+    lines = "; ".join(f"{label}: {_values(values)}" for label, values in series.items())
+    shared = _together(list(series.values())) if len(series) > 1 else 0
+    together = (f"; all {len(series)} lines coincide through turn {shared}" if 1 <= shared < turns
+                else f"; all {len(series)} lines coincide on every turn" if shared == turns else "")
+    return describe(fig, f"Line chart of {ylabel} per turn, turns 1-{turns}, one line per series: {lines}{together}.")
 
 
 def threshold_sweep_plot(thresholds: Sequence[float], first_turns: Sequence[int | None], turns: int) -> Figure:
@@ -100,7 +160,17 @@ def threshold_sweep_plot(thresholds: Sequence[float], first_turns: Sequence[int 
         ax.set_title("Summaries wait for context pressure: lower thresholds fire sooner")
         ax.legend(loc="upper left")
         fig.tight_layout()
-    return fig
+    groups: list[tuple[list[float], int | None]] = []  # neighbouring thresholds whose first summary call is the same
+    for threshold, first in sorted(zip(thresholds, first_turns)):
+        if groups and groups[-1][1] == first:
+            groups[-1][0].append(threshold)
+        else:
+            groups.append(([threshold], first))
+    parts = [(f"threshold {group[0]:.3g}" if len(group) == 1 else f"the {len(group)} thresholds from {group[0]:.3g} to {group[-1]:.3g}")
+             + (f": first summary call at turn {first}" if first is not None else f": no summary call in {turns} turns")
+             for group, first in groups]
+    return describe(fig, f"Line chart of the turn of the first summary call against compression_threshold (log scale) for "
+                         f"{len(thresholds)} thresholds: {'; '.join(parts)}.")
 
 
 def summary_calls_plot(rows: Sequence[dict[str, Any]], title: str) -> Figure:
@@ -130,7 +200,17 @@ def summary_calls_plot(rows: Sequence[dict[str, Any]], title: str) -> Figure:
         ax.set_title(title)
         ax.legend(loc="upper left")
         fig.tight_layout()
-    return fig
+    called = [row["turn"] for row in rows if row["summary calls"]]
+    idle = [row["turn"] for row in rows if row["summary calls"] and not row["folded"]]
+    calls, sent, folded = (sum(row[key] for row in rows) for key in ("summary calls", "sent to summarizer", "folded"))
+    if not called:
+        return describe(fig, f"Bar chart per turn over turns {turns[0]}-{turns[-1]}: no summary call on any turn, so "
+                             f"nothing is sent to the summarizer and nothing is folded ({folded} messages folded).")
+    return describe(fig, f"Bar chart per turn over turns {turns[0]}-{turns[-1]}: {calls} summary "
+                         f"call{'s' if calls != 1 else ''} on turn{'s' if len(called) != 1 else ''} {_spans(called)}, "
+                         f"{sent} messages sent to the summarizer and {folded} folded in all"
+                         + (f"; on turn{'s' if len(idle) != 1 else ''} {_spans(idle)} a call folded nothing" if idle else "")
+                         + ".")
 
 
 def token_curves_plot(curves: dict[str, Sequence[int]], title: str, colors: dict[str, str] | None = None,
@@ -160,7 +240,13 @@ def token_curves_plot(curves: dict[str, Sequence[int]], title: str, colors: dict
         total.legend(loc="upper left")
         fig.suptitle(title)
         fig.tight_layout()
-    return fig
+    turns = max(len(values) for values in curves.values())
+    peak_label, peak = max(((label, max(values)) for label, values in curves.items()), key=lambda item: item[1])
+    peak_turn = list(curves[peak_label]).index(peak) + 1
+    ends = _and([f"{label} {sum(values):,}" for label, values in sorted(curves.items(), key=lambda item: -sum(item[1]))])
+    return describe(fig, f"Two line charts over {turns} turns, one line per strategy ({len(curves)}): on the left the "
+                         f"tokens of every call per turn, highest {peak:,} for {peak_label} at turn {peak_turn}; on the "
+                         f"right the running totals, which end at {ends} tokens.")
 
 
 def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], baseline: str,
@@ -184,7 +270,15 @@ def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], b
         ax.set_title(f"When summarizing pays off: running total minus {baseline} (below 0 = cheaper so far)")
         ax.legend(loc="lower left")
         fig.tight_layout()
-    return fig
+    parts = []
+    for label, values in gaps.items():
+        turn, end = payoff.get(label), values[-1]
+        where = f"{abs(end):,} tokens {'below' if end < 0 else 'above'} zero at turn {len(values)}"
+        parts.append(f"{label} stays below zero from turn {turn} and ends {where}" if turn
+                     else f"{label} never pays off and ends {where}")
+    turns = max(len(values) for values in gaps.values())
+    return describe(fig, f"Line chart over {turns} turns of each strategy's running token total minus {baseline}'s: "
+                         f"{'; '.join(parts)}.")
 
 
 def _short(label: str, limit: int = 40) -> str:
@@ -277,7 +371,17 @@ def memory_map_plot(labels: Sequence[str], vectors: Any, query: str, query_vecto
         fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2)
         fig.tight_layout(rect=(0, 0.11, 1, 1))
         _place_labels(fig, ax, texts, points, q)
-    return fig
+    import numpy as np
+
+    near = [int(i) for i in np.argsort(flat["distance_2d"], kind="stable")]
+    answer = ""
+    if highlight in labels:
+        place = near.index(list(labels).index(highlight)) + 1
+        answer = (", which is the memory that answers" if place == 1
+                  else f"; the memory that answers, '{_short(highlight, 60)}', is number {place} by distance in the picture")
+    return describe(fig, f"Scatter plot of {len(labels)} memories and the query '{_short(query, 60)}' on the memories' "
+                         f"first two principal components, which keep {flat['variance_kept']:.0%} of their variance: "
+                         f"the memory nearest the query in the picture is '{_short(labels[near[0]], 60)}'{answer}.")
 
 
 def similarity_bars_plot(labels: Sequence[str], scores: Sequence[float], query: str, highlight: str | None = None,
@@ -316,4 +420,17 @@ def similarity_bars_plot(labels: Sequence[str], scores: Sequence[float], query: 
         if top_k or min_score is not None:
             ax.legend(loc="lower right")
         fig.tight_layout()
-    return fig
+    (first, first_score), last = ranked[0], ranked[-1]
+    text = (f"Horizontal bar chart of the cosine similarity of the query '{_short(query, 60)}' to {len(ranked)} "
+            f"memories, highest first: '{_short(first, 60)}' at {first_score:.3f}"
+            + (" (the memory that answers)" if first == highlight else "")
+            + (f" down to '{_short(last[0], 60)}' at {last[1]:.3f}" if len(ranked) > 1 else ""))
+    if highlight is not None and first != highlight and highlight in labels:
+        rank = [label for label, _ in ranked].index(highlight)
+        text += f"; the memory that answers ranks {rank + 1} at {ranked[rank][1]:.3f}"
+    if min_score is not None:
+        above = sum(score >= min_score for _, score in ranked)
+        text += f"; {above} of them score at least min_score {min_score:g}"
+    if top_k:
+        text += f"; the top_k = {top_k} band holds ranks 1-{min(top_k, len(ranked))}"
+    return describe(fig, text + ".")

@@ -88,13 +88,15 @@ def block_kind(block: dict[str, Any]) -> str:
 
 
 def message_rows(storage_dir: str | os.PathLike, session_id: str, agent_id: str = "default") -> list[dict[str, Any]]:
-    """One row per message file, read from disk: its name, the message's role, its block kinds, its size in bytes."""
+    """One row per message file, read from disk: its name, the message's role and its block kinds.
+
+    No size column: the SDK writes `timeToFirstByteMs` into an assistant message only when the first byte took 1 ms or
+    more, so the same message's file is some 30 bytes longer on a loaded machine (a cold process's first call often is)."""
     rows = []
     for path in message_files(storage_dir, session_id, agent_id):
         message = read_json(path)["message"]
         rows.append({"file": path.name, "role": message["role"],
-                     "blocks": ", ".join(block_kind(block) for block in message["content"]),
-                     "bytes": path.stat().st_size})
+                     "blocks": ", ".join(block_kind(block) for block in message["content"])})
     return rows
 
 

@@ -1,0 +1,248 @@
+"""Measuring consolidation: the merge threshold on labelled pairs, and recall before and after on held-out questions.
+
+    python -m companion.measure.consolidation_eval   # the threshold chosen on the tuning pairs, scored on both sets
+
+The threshold is chosen on `data/experience/consolidation/pairs_tuning.jsonl` only; the held-out pairs
+(`pairs_heldout.jsonl`) were written in other shapes and frozen (hashed, then committed alone) before any similarity was
+computed. A pair is merged when the job would merge it: cosine similarity of its two embeddings at or above the
+threshold AND facts that do not differ (`companion.memory.consolidation.compatible`). Recall is scored on
+`questions.jsonl`, questions written in other words than the memories, never used to choose anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from companion.memory.consolidation import compatible, facts_of
+from companion.memory.selective_memory import LINEAGE_KEY, read_records
+from companion.memory.vector_store import Hit, SqliteVecMemoryStore
+from companion.models.embeddings import Embedder
+from companion.support.paths import DATA_DIR
+
+DATA = DATA_DIR / "experience" / "consolidation"
+TUNING = DATA / "pairs_tuning.jsonl"
+HELDOUT = DATA / "pairs_heldout.jsonl"
+HISTORY = DATA / "history.json"
+QUESTIONS = DATA / "questions.jsonl"
+FROZEN = {
+    "pairs_heldout.jsonl": "267e520731f30f5cfdc6da0f3031160fdc50db35b6e304d65d48a9875670a450",
+    "questions.jsonl": "393719eeb22dd17fa0c0129aef631df9ff94324acc8749bdbed7e886280ee696",
+}
+"""The sha256 of each held-out file when it was frozen (before any similarity was computed; committed alone)."""
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Every JSON object of a JSON Lines file (blank lines skipped); an error names the line."""
+    rows = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as error:
+                raise ValueError(f"{path}, line {number}: not valid JSON ({error})") from None
+    return rows
+
+
+def similarities(pairs: Sequence[dict[str, Any]], embedder: Embedder) -> np.ndarray:
+    """Cosine similarity of each pair's two texts ("a", "b") under `embedder`."""
+    a = np.asarray(embedder.embed([p["a"] for p in pairs]), dtype=np.float64)
+    b = np.asarray(embedder.embed([p["b"] for p in pairs]), dtype=np.float64)
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    b /= np.linalg.norm(b, axis=1, keepdims=True)
+    return (a * b).sum(axis=1)
+
+
+def merges(pairs: Sequence[dict[str, Any]], sims: np.ndarray, threshold: float) -> list[bool]:
+    """Whether the job would merge each pair: close enough, and no fact of one contradicts the other."""
+    return [bool(s >= threshold) and compatible(p["a"], p["b"]) for p, s in zip(pairs, sims)]
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion hits/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (round(max(0.0, centre - half), 2), round(min(1.0, centre + half), 2))
+
+
+def scores(pairs: Sequence[dict[str, Any]], merged: Sequence[bool]) -> dict[str, Any]:
+    """Counts and rates of merge decisions against the labels: a false merge joins two different facts."""
+    tp = sum(m and p["duplicate"] for p, m in zip(pairs, merged))
+    fp = sum(m and not p["duplicate"] for p, m in zip(pairs, merged))
+    fn = sum(not m and p["duplicate"] for p, m in zip(pairs, merged))
+    tn = len(pairs) - tp - fp - fn
+    duplicates, different = tp + fn, fp + tn
+    return {
+        "pairs": len(pairs),
+        "duplicates merged": f"{tp} of {duplicates}",
+        "different facts merged": f"{fp} of {different}",
+        "accuracy": round((tp + tn) / len(pairs), 3),
+        "accuracy 95% interval": wilson(tp + tn, len(pairs)),
+        "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+    }
+
+
+def choose_threshold(pairs: Sequence[dict[str, Any]], sims: np.ndarray) -> float:
+    """The threshold with the best accuracy of the job's decisions on these pairs; on a tie, the highest one
+    (merging two different facts loses one of them, keeping a duplicate only costs tokens). Candidates are the
+    midpoints between consecutive distinct similarities, rounded to 3 decimals."""
+    values = sorted(set(np.round(sims, 4)))
+    candidates = [round((lo + hi) / 2, 3) for lo, hi in zip(values, values[1:])] or [round(float(values[0]), 3)]
+    labels = [p["duplicate"] for p in pairs]
+
+    def accuracy(t: float) -> int:
+        return sum(m == y for m, y in zip(merges(pairs, sims, t), labels))
+
+    return max(candidates, key=lambda t: (accuracy(t), t))
+
+
+def threshold_report(embedder: Embedder, tuning: str | Path = TUNING, heldout: str | Path = HELDOUT) -> dict[str, Any]:
+    """The threshold chosen on the tuning pairs, and the job's decisions scored on tuning and held-out pairs."""
+    tune, held = read_jsonl(tuning), read_jsonl(heldout)
+    tune_sims, held_sims = similarities(tune, embedder), similarities(held, embedder)
+    threshold = choose_threshold(tune, tune_sims)
+    return {
+        "threshold": threshold,
+        "tuning": scores(tune, merges(tune, tune_sims, threshold)),
+        "held-out": scores(held, merges(held, held_sims, threshold)),
+        "held-out false merges": [(p["a"], p["b"], round(float(s), 3)) for p, s, m in
+                                  zip(held, held_sims, merges(held, held_sims, threshold)) if m and not p["duplicate"]],
+        "held-out missed": [(p["a"], p["b"], round(float(s), 3)) for p, s, m in
+                            zip(held, held_sims, merges(held, held_sims, threshold)) if not m and p["duplicate"]],
+        "pairs": {"tuning": (tune, tune_sims), "held-out": (held, held_sims)},
+    }
+
+
+def pairs_plot(report: dict[str, Any]) -> Any:
+    """Each labelled pair's cosine similarity, duplicates and different facts, tuning and held-out, with the
+    threshold; a pair the job merges or keeps apart against its label is drawn hollow."""
+    import matplotlib.pyplot as plt
+
+    threshold = report["threshold"]
+    rows = [("tuning", True), ("tuning", False), ("held-out", True), ("held-out", False)]
+    with plt.rc_context({"font.size": 11}):
+        fig, ax = plt.subplots(figsize=(10, 4))
+        for y, (name, duplicate) in enumerate(rows):
+            pairs, sims = report["pairs"][name]
+            decided = merges(pairs, sims, threshold)
+            color = "#3a7bd5" if duplicate else "#e07b39"
+            for pair, sim, merged in zip(pairs, sims, decided):
+                if pair["duplicate"] != duplicate:
+                    continue
+                wrong = merged != duplicate
+                ax.scatter(sim, y, s=60, marker="o", linewidths=1.5, edgecolors=color,
+                           facecolors="none" if wrong else color, alpha=0.8)
+        ax.axvline(threshold, color="#333333", linestyle="--", lw=1.5)
+        ax.text(threshold, -0.5, f" threshold {threshold}", va="center")
+        ax.set_yticks(range(len(rows)), [f"{name}: {'duplicates' if d else 'different facts'}" for name, d in rows])
+        ax.set_ylim(-0.8, len(rows) - 0.4)
+        ax.set_xlabel("cosine similarity of the two memories' embeddings\n(hollow: decided against the label; "
+                      "filled different facts right of the line: kept apart by the facts they state)")
+        ax.invert_yaxis()
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_title("Which labelled pairs the consolidation job merges")
+        fig.tight_layout()
+    return fig
+
+
+def pairs_description(report: dict[str, Any]) -> str:
+    """One sentence saying what `pairs_plot` shows, written from the same data."""
+    parts = []
+    for name in ("tuning", "held-out"):
+        pairs, sims = report["pairs"][name]
+        dup = [float(s) for p, s in zip(pairs, sims) if p["duplicate"]]
+        other = [float(s) for p, s in zip(pairs, sims) if not p["duplicate"]]
+        score = report[name]
+        parts.append(f"{name}: duplicates {min(dup):.2f} to {max(dup):.2f}, different facts {min(other):.2f} to "
+                     f"{max(other):.2f}, {score['duplicates merged']} duplicates and "
+                     f"{score['different facts merged']} different-fact pairs merged")
+    return (f"Cosine similarity of each labelled memory pair with the threshold {report['threshold']} as a dashed "
+            f"line; {'; '.join(parts)}.")
+
+
+# ---------------------------------------------------------------------- recall
+
+
+def labels(store_path: str | Path, key: str = "fact") -> dict[str, set[str]]:
+    """The labels each record of a store file carries: its own `metadata[key]`, or for a record written by
+    consolidation, the labels of the records its lineage names as parents (followed back to the first writes)."""
+    records = {r["id"]: r for r in read_records(store_path)}
+    found: dict[str, set[str]] = {}
+
+    def of(record_id: str) -> set[str]:
+        if record_id not in found:
+            found[record_id] = set()  # a cycle ends here
+            record = records[record_id]
+            own = (record.get("metadata") or {}).get(key)
+            parents = ((record.get("metadata") or {}).get(LINEAGE_KEY) or {}).get("parents") or []
+            found[record_id] = ({own} if own else set()).union(*(of(p) for p in parents if p in records))
+        return found[record_id]
+
+    for record_id in records:
+        of(record_id)
+    return found
+
+
+def vector_index(path: str | Path, records: Sequence[dict[str, Any]], embedder: Embedder, k: int) -> SqliteVecMemoryStore:
+    """A sqlite-vec store at `path` holding the text of each given record (the same text twice is one row)."""
+    Path(path).unlink(missing_ok=True)
+    index = SqliteVecMemoryStore(path, embedder, name="memories", max_search_results=k)
+    index.put_many([r["content"] for r in records], [{"record": r["id"]} for r in records])
+    return index
+
+
+def says(text: str, value: str) -> bool:
+    """Whether `text` contains `value` as a word of its own, or its plural ("peanut" in "peanuts"; "Go" not in "Good")."""
+    return re.search(rf"(?<![\w-]){re.escape(value)}s?(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def ranks(questions: Sequence[dict[str, Any]], search: Callable[[str, int], list[Hit]],
+          hit: Callable[[dict[str, Any], str], bool], k: int) -> list[int | None]:
+    """The rank (1-based) of the first hit that answers each question within the top k, or None."""
+    out = []
+    for question in questions:
+        found = [h.content for h in search(question["question"], k)]
+        out.append(next((i + 1 for i, text in enumerate(found) if hit(question, text)), None))
+    return out
+
+
+def contradictory_pairs(entries: Sequence[str]) -> list[tuple[str, str]]:
+    """Pairs of entries that state the same attribute with different values (read with the offline model's rules)."""
+    stated = [(text, facts_of(text)) for text in entries]
+    return [(a, b) for i, (a, fa) in enumerate(stated) for b, fb in stated[i + 1:]
+            if any(key in fb and fb[key] != value for key, value in fa.items())]
+
+
+def recall_at(found: Sequence[int | None], k: int) -> float:
+    """Share of questions answered within the top k."""
+    return round(sum(r is not None and r <= k for r in found) / len(found), 3) if found else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the chosen threshold and its scores on the tuning and held-out pairs."""
+    parser = argparse.ArgumentParser(prog="python -m companion.measure.consolidation_eval",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    from companion.models.embeddings import make_embedder
+
+    report = threshold_report(make_embedder("minilm"))
+    report.pop("pairs")
+    print(json.dumps(report, indent=2) if args.json else
+          "\n".join(f"{k}: {v}" for k, v in report.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

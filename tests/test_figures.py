@@ -29,7 +29,7 @@ def window_rows(turns: int, window: int, lost_from: int | None) -> list[dict]:
 def test_describe_refuses_what_is_not_a_description(text):
     fig = plt.figure()
     with pytest.raises(ValueError, match="not a description"):
-        figures.describe(fig, text)
+        figures.describe_figure(fig, text)
     plt.close(fig)
 
 

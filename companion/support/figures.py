@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 ATTRIBUTE = "workbook_description"
-"""The attribute of a matplotlib Figure that holds its description (set by `describe`)."""
+"""The attribute of a matplotlib Figure that holds its description (set by `describe_figure`)."""
 CAPTION_KEY = "figure_caption"
 """Output metadata key marking the caption output that `show` writes under a figure (tools/build_book.py reads it)."""
 MIN_WORDS = 8
@@ -45,7 +45,7 @@ def description_problem(text: Any) -> str | None:
     return None
 
 
-def describe(fig: Any, text: str) -> Any:
+def describe_figure(fig: Any, text: str) -> Any:
     """Attach a one-sentence description (what the figure shows, written from its data) to `fig`; returns `fig`.
     Raises ValueError if the text is not a real description (see `description_problem`)."""
     problem = description_problem(text)
@@ -56,7 +56,7 @@ def describe(fig: Any, text: str) -> Any:
 
 
 def description(fig: Any) -> str | None:
-    """The description attached to `fig` by `describe`, or None."""
+    """The description attached to `fig` by `describe_figure`, or None."""
     return getattr(fig, ATTRIBUTE, None)
 
 
@@ -94,7 +94,7 @@ def bundles(fig: Any, text: str) -> list[tuple[dict[str, str], dict[str, Any]]]:
 def show(fig: Any, text: str | None = None) -> str:
     """Display `fig` with its description (see the module's docstring) and close it; returns the description.
 
-    `text` is the description; without it, the one the plot function attached with `describe`. A figure without
+    `text` is the description; without it, the one the plot function attached with `describe_figure`. A figure without
     either raises ValueError: every figure in the workbook says what it shows."""
     import matplotlib.pyplot as plt
     from IPython.display import display
@@ -102,8 +102,8 @@ def show(fig: Any, text: str | None = None) -> str:
     text = text if text is not None else description(fig)
     if text is None:
         raise ValueError("this figure has no description: pass show(fig, 'One sentence, from the data, of what it "
-                         "shows.') or describe(fig, ...) where it is drawn")
-    describe(fig, text)
+                         "shows.') or describe_figure(fig, ...) where it is drawn")
+    describe_figure(fig, text)
     for data, metadata in bundles(fig, text):
         display(data, raw=True, metadata=metadata)
     plt.close(fig)  # the inline backend would otherwise draw it a second time, without its description

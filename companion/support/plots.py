@@ -10,7 +10,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from companion.support.figures import describe
+from companion.support.figures import describe_figure
 
 STYLE = {
     "font.size": 14,
@@ -101,7 +101,7 @@ def window_plot(rows: Sequence[dict[str, Any]], window_size: int, title: str | N
     stored = [row["stored"] for row in rows]
     fact = (f"from turn {lost[0]} on, the call no longer receives the planted fact" if lost
             else "every call receives the planted fact")
-    return describe(fig, f"Line chart over turns {turns[0]}-{turns[-1]} with a window of {window_size} messages: "
+    return describe_figure(fig, f"Line chart over turns {turns[0]}-{turns[-1]} with a window of {window_size} messages: "
                          f"messages stored on disk go from {stored[0]} to {stored[-1]}; messages kept after each turn's "
                          f"trim: {_values([row['kept'] for row in rows])}; messages the model receives per call: "
                          f"{_values([row['received'] for row in rows])}; {fact}.")
@@ -137,7 +137,7 @@ def counts_plot(series: dict[str, Sequence[int]], title: str, ylabel: str = "mes
     shared = _together(list(series.values())) if len(series) > 1 else 0
     together = (f"; all {len(series)} lines coincide through turn {shared}" if 1 <= shared < turns
                 else f"; all {len(series)} lines coincide on every turn" if shared == turns else "")
-    return describe(fig, f"Line chart of {ylabel} per turn, turns 1-{turns}, one line per series: {lines}{together}.")
+    return describe_figure(fig, f"Line chart of {ylabel} per turn, turns 1-{turns}, one line per series: {lines}{together}.")
 
 
 def threshold_sweep_plot(thresholds: Sequence[float], first_turns: Sequence[int | None], turns: int) -> Figure:
@@ -169,7 +169,7 @@ def threshold_sweep_plot(thresholds: Sequence[float], first_turns: Sequence[int 
     parts = [(f"threshold {group[0]:.3g}" if len(group) == 1 else f"the {len(group)} thresholds from {group[0]:.3g} to {group[-1]:.3g}")
              + (f": first summary call at turn {first}" if first is not None else f": no summary call in {turns} turns")
              for group, first in groups]
-    return describe(fig, f"Line chart of the turn of the first summary call against compression_threshold (log scale) for "
+    return describe_figure(fig, f"Line chart of the turn of the first summary call against compression_threshold (log scale) for "
                          f"{len(thresholds)} thresholds: {'; '.join(parts)}.")
 
 
@@ -204,9 +204,9 @@ def summary_calls_plot(rows: Sequence[dict[str, Any]], title: str) -> Figure:
     idle = [row["turn"] for row in rows if row["summary calls"] and not row["folded"]]
     calls, sent, folded = (sum(row[key] for row in rows) for key in ("summary calls", "sent to summarizer", "folded"))
     if not called:
-        return describe(fig, f"Bar chart per turn over turns {turns[0]}-{turns[-1]}: no summary call on any turn, so "
+        return describe_figure(fig, f"Bar chart per turn over turns {turns[0]}-{turns[-1]}: no summary call on any turn, so "
                              f"nothing is sent to the summarizer and nothing is folded ({folded} messages folded).")
-    return describe(fig, f"Bar chart per turn over turns {turns[0]}-{turns[-1]}: {calls} summary "
+    return describe_figure(fig, f"Bar chart per turn over turns {turns[0]}-{turns[-1]}: {calls} summary "
                          f"call{'s' if calls != 1 else ''} on turn{'s' if len(called) != 1 else ''} {_spans(called)}, "
                          f"{sent} messages sent to the summarizer and {folded} folded in all"
                          + (f"; on turn{'s' if len(idle) != 1 else ''} {_spans(idle)} a call folded nothing" if idle else "")
@@ -244,7 +244,7 @@ def token_curves_plot(curves: dict[str, Sequence[int]], title: str, colors: dict
     peak_label, peak = max(((label, max(values)) for label, values in curves.items()), key=lambda item: item[1])
     peak_turn = list(curves[peak_label]).index(peak) + 1
     ends = _and([f"{label} {sum(values):,}" for label, values in sorted(curves.items(), key=lambda item: -sum(item[1]))])
-    return describe(fig, f"Two line charts over {turns} turns, one line per strategy ({len(curves)}): on the left the "
+    return describe_figure(fig, f"Two line charts over {turns} turns, one line per strategy ({len(curves)}): on the left the "
                          f"tokens of every call per turn, highest {peak:,} for {peak_label} at turn {peak_turn}; on the "
                          f"right the running totals, which end at {ends} tokens.")
 
@@ -277,7 +277,7 @@ def payoff_plot(gaps: dict[str, Sequence[int]], payoff: dict[str, int | None], b
         parts.append(f"{label} stays below zero from turn {turn} and ends {where}" if turn
                      else f"{label} never pays off and ends {where}")
     turns = max(len(values) for values in gaps.values())
-    return describe(fig, f"Line chart over {turns} turns of each strategy's running token total minus {baseline}'s: "
+    return describe_figure(fig, f"Line chart over {turns} turns of each strategy's running token total minus {baseline}'s: "
                          f"{'; '.join(parts)}.")
 
 
@@ -379,7 +379,7 @@ def memory_map_plot(labels: Sequence[str], vectors: Any, query: str, query_vecto
         place = near.index(list(labels).index(highlight)) + 1
         answer = (", which is the memory that answers" if place == 1
                   else f"; the memory that answers, '{_short(highlight, 60)}', is number {place} by distance in the picture")
-    return describe(fig, f"Scatter plot of {len(labels)} memories and the query '{_short(query, 60)}' on the memories' "
+    return describe_figure(fig, f"Scatter plot of {len(labels)} memories and the query '{_short(query, 60)}' on the memories' "
                          f"first two principal components, which keep {flat['variance_kept']:.0%} of their variance: "
                          f"the memory nearest the query in the picture is '{_short(labels[near[0]], 60)}'{answer}.")
 
@@ -433,4 +433,4 @@ def similarity_bars_plot(labels: Sequence[str], scores: Sequence[float], query: 
         text += f"; {above} of them score at least min_score {min_score:g}"
     if top_k:
         text += f"; the top_k = {top_k} band holds ranks 1-{min(top_k, len(ranked))}"
-    return describe(fig, text + ".")
+    return describe_figure(fig, text + ".")

@@ -28,6 +28,7 @@ from strands.types.tools import ToolSpec
 
 from companion.models import facts as fact_rules
 from companion.models.converse_rules import NOVA_PRO_CONTEXT_WINDOW
+from companion.models.style_rules import active_rules, apply_style
 from companion.models.voices import VOICES, pick, resolve_voice
 from companion.support.messages import (
     EXTRACTION_REQUEST,
@@ -285,6 +286,8 @@ class OfflineModel(Model):
       5. A question ("...?"): answered from visible facts or memory entries; what it cannot see it says it
          cannot see. If a ``search_memory`` tool is offered and the answer is not visible, it calls the tool
          once and answers from the tool result.
+      6. A style instruction in the system prompt ("Always answer in metric units."; the list is
+         :data:`companion.models.style_rules.STYLE_RULES`): the text reply of rules 3-5 rewritten to follow it.
     The statement and question forms it reads are listed, with examples, in :data:`companion.models.facts.RULES`.
     Every call reports usage as Bedrock does: input tokens by the SDK's own estimate, output tokens by the
     same characters/4 rule.
@@ -357,8 +360,16 @@ class OfflineModel(Model):
         ):
             reply = rule(call)
             if reply is not None:
-                return reply
-        return {"text": self.voice.no_message}
+                return reply if rule in (self._summary_rule, self._extraction_rule) else self._styled(reply, call)
+        return self._styled({"text": self.voice.no_message}, call)
+
+    def _styled(self, reply: dict[str, Any], call: _Call) -> dict[str, Any]:
+        """Rule 6: a text reply rewritten as the style instructions in the system prompt want it
+        (companion.models.style_rules); unchanged when the prompt carries none."""
+        if "text" not in reply or not active_rules(call.system_prompt):
+            return reply
+        voice = self.config.get("voice") or "plain"
+        return {"text": apply_style(reply["text"], call.system_prompt, call.message_texts, voice)}
 
     def _summary_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 1: the summarizing manager's "Please summarize this conversation." gets a summary of the messages

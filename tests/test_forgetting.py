@@ -445,7 +445,8 @@ def test_a_file_rewrite_that_raises_after_the_commit_is_a_partial_forget(stores,
     calls = []
 
     def replace(source, target):
-        calls.append(target)
+        if Path(target) != stores.plan_file:  # the plan is written first, through the same rename
+            calls.append(target)
         if len(calls) == 2:
             raise PermissionError(13, "Permission denied", str(target))
         real(source, target)
@@ -454,7 +455,7 @@ def test_a_file_rewrite_that_raises_after_the_commit_is_a_partial_forget(stores,
     with pytest.raises(forgetting.PartialForget) as caught:
         forget(stores, KEY, user="ada", summarizer=OfflineModel())
     done = [c.what for c in caught.value.done]
-    assert any("row(s) deleted" in w for w in done) and any("VACUUM" in w for w in done) and len(done) >= 3
+    assert any("row(s)" in w and "deleted" in w for w in done) and any("VACUUM" in w for w in done) and len(done) >= 3
     assert caught.value.left and "Permission denied" in str(caught.value)
     monkeypatch.setattr(forgetting.os, "replace", real)
     forget(stores, KEY, user="ada", summarizer=OfflineModel())

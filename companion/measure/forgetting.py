@@ -1,38 +1,51 @@
 """Forgetting on purpose: remove one fact of one user from every store notebook 09 writes, and nothing else.
 
-`forget(stores, key, user=...)` finds the values the user's data states for `key` (e.g. "home address") and removes
-every statement of that fact, and nothing else: a text states it when the offline model's reader reads a statement of
-the key in it, or when it holds one of the values as a whole (word boundaries, any case) outside the values of the
-other facts it states ("My favourite pub is the Harbour Inn." stays when the home address "The Harbour" goes):
+`forget(stores, key, user=...)` follows lineage (issue 18). It reads the user's session messages (and summaries) with
+the offline model's reader (`companion.models.facts`) and takes as *sources* the messages that state the key, e.g.
+"My home address is 12 Harbour Lane." and the reply "Noted: your home address is 12 Harbour Lane.". Then every
+artifact that records a source among the messages it came from (its lineage, `companion.memory.lineage`) goes, or is
+derived again from what is left; an artifact whose lineage names only other messages is not touched, whatever its
+words ("My favourite pub is the Harbour Inn." stays when the home address on Harbour Lane goes):
 
-- session message files (`FileSessionManager`): the sentences that state the fact are cut out of each message's text,
-  in place, so every `message_<N>.json` keeps its number and role and the session stays restorable (deleting a file
-  would shift the SDK's `removed_message_count` offset by one message);
-- the summary (`SummarizingConversationManager`'s `summary_message` in agent.json): re-written by the model from the
-  redacted messages it folded (`summarizer=`), or with the sentences cut out when no model is given;
-- `agent.state`: every entry named like the key, or whose text is one of the values or states the key, is removed;
-- the vector store file (`SqliteVecMemoryStore`, shared by users): the user's rows are deleted from the table, the
-  sqlite-vec index and the FTS5 index with `PRAGMA secure_delete = ON`, the FTS5 index is merged ('optimize') so no
-  segment keeps the deleted terms, and the file is rebuilt with VACUUM so no free page keeps old bytes;
-- markdown files (`FileMemoryStore`, `memory/<user>/`): the lines are removed; a file left with no fact is deleted,
-  and a file whose name spells the fact is renamed.
+- session message files (`FileSessionManager`): the sources' sentences that state the fact are cut out of each
+  message's text, in place, so every `message_<N>.json` keeps its number and role and the session stays restorable
+  (deleting a file would shift the SDK's `removed_message_count` offset by one message);
+- the summary (`SummarizingConversationManager`'s `summary_message` in agent.json): derived from the messages it folded
+  (its own lineage record when it has one, else the first `removed_message_count` messages); when a source is among
+  them, or the summary itself states the key, it is re-written by the model from the redacted folded messages
+  (`summarizer=`), or with the sentences cut out when no model is given;
+- `agent.state`: each entry whose lineage (`state["lineage"][path]`, path "profile/home address" for a nested one)
+  names a source is removed, with its record;
+- the vector store file (`SqliteVecMemoryStore`, shared by users): the rows whose metadata's lineage names a source
+  are deleted from the table, the sqlite-vec index and the FTS5 index with `PRAGMA secure_delete = ON`, the FTS5 index
+  is merged ('optimize') so no segment keeps the deleted terms, and the file is rebuilt with VACUUM so no free page
+  keeps old bytes;
+- markdown files (`LineageFileMemoryStore`, `memory/<user>/`, lineage in an HTML comment on each line): the lines that
+  descend from a source are removed; a file left with no line is deleted, and a file named after a removed line is
+  renamed.
 
-Everything is planned before anything changes (`ForgetReport.plan`), then applied step by step in this order: the
-database rows are deleted and committed, the database file is rebuilt (VACUUM), then the files are replaced one by
-one. A failure at any step raises `PartialForget`, naming what was done and what is left; running forget() again
-reads the stores again and finishes (the files come last, so what is left still states the fact).
-`observe(what, path)`, if given, is called with each transient file while it still
-exists (the database's rollback journal just before the commit, the database file just before VACUUM, each new file's
-temporary copy just before its rename, each old file just before it is replaced or deleted), so a caller can scan
-bytes that are gone from the folder once forget() returns.
+An artifact that records no lineage (written by older code) is judged by its text instead: it goes when it states the
+key or holds one of the values the sources state, whole (word boundaries, any case), outside the values of other facts.
+`by="text"` judges everything that way, whatever its lineage: the matching notebook 09 compares lineage with, which
+misses a memory worded another way ("Lives on Harbour Lane, no. 12.").
+
+Everything is planned before anything changes (`ForgetReport.plan`); the plan is written to `.forget-plan.json` under
+the stores' folder (the user, the key, the source messages and the steps; no value, no file name that could spell
+one), then applied step by step in this order: the database rows are deleted and committed, the database file is
+rebuilt (VACUUM), the derived files are replaced or deleted one by one, and the sources' own message files come last.
+A failure at any step raises `PartialForget`, naming what was done and what is left; running forget() again reads the
+plan's sources and the stores again and finishes (then deletes the plan file).
+`observe(what, path)`, if given, is called with each transient file while it still exists (the database's rollback
+journal just before the commit, the database file just before VACUUM, each new file's temporary copy just before its
+rename, each old file just before it is replaced or deleted), so a caller can scan bytes that are gone from the folder
+once forget() returns.
 
 The store's SQLite library (`sqlean` here) cannot see a lock that this same process holds through another copy of
 SQLite (the standard `sqlite3`): forget() reads the kernel's lock table first and refuses, naming the holder.
 
 `user=None` forgets the key for every user: the mistake of a delete without a scope, kept for notebook 09's exercise.
 Before anything changes, every store is checked (present, readable, the database lock taken): a missing or locked
-store, an unknown user or a fact that is not stored raises a `ForgetError` and nothing is changed. The plan is held in
-memory, not written to a file: a plan file would spell the fact (the old markdown file names do).
+store, an unknown user or a fact that is not stored raises a `ForgetError` and nothing is changed.
 """
 
 from __future__ import annotations
@@ -48,6 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from companion.measure.byte_scan import slug
+from companion.memory.lineage import LINEAGE_KEY, STATE_LINEAGE_KEY, read_markdown_lineage
+from companion.memory.lineage_markdown import without_lineage
 from companion.memory.vector_store import connect, lock_holders, locks_of_this_process
 from companion.models import facts
 from companion.sessions.session_files import CorruptSessionError, read_json
@@ -94,6 +109,11 @@ class Stores:
     def show(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
 
+    @property
+    def plan_file(self) -> Path:
+        """Where forget() keeps its plan while it runs (the user, the key, the source messages; no value)."""
+        return self.root / ".forget-plan.json"
+
 
 @dataclass(frozen=True)
 class Change:
@@ -114,6 +134,8 @@ class ForgetReport:
     values: list[str]
     changes: list[Change] = field(default_factory=list)
     plan: list[Change] = field(default_factory=list)
+    by: str = "lineage"
+    sources: list[tuple[str, int]] = field(default_factory=list)
 
     def rows(self) -> list[dict[str, str]]:
         return [{"store": c.store, "file": c.file, "what changed": c.what} for c in self.changes]
@@ -272,7 +294,8 @@ def _read(path: Path) -> dict[str, Any]:
         raise StoreUnavailableError(f"{error} forget() changed nothing.") from None
 
 
-def _vector_rows(stores: Stores, busy_timeout: float) -> list[tuple[int, str, str | None]]:
+def _vector_rows(stores: Stores, busy_timeout: float) -> list[tuple[int, str, str | None, dict[str, Any]]]:
+    """(id, content, user, metadata) of every row of the vector store."""
     db, module = connect(stores.vectors, timeout=busy_timeout)
     try:
         rows = db.execute("SELECT id, content, metadata FROM memories").fetchall()
@@ -280,7 +303,8 @@ def _vector_rows(stores: Stores, busy_timeout: float) -> list[tuple[int, str, st
         raise _db_failure(stores, error, module) from None
     finally:
         db.close()
-    return [(i, c, json.loads(m or "{}").get("user")) for i, c, m in rows]
+    metadata = [(i, c, json.loads(m or "{}")) for i, c, m in rows]
+    return [(i, c, meta.get("user"), meta) for i, c, meta in metadata]
 
 
 def _db_failure(stores: Stores, error: Exception, module: Any) -> StoreUnavailableError:
@@ -321,7 +345,7 @@ def known_users(stores: Stores, busy_timeout: float = 1.0) -> list[str]:
     """Every user any store holds something of: agent.state's user_id, the vector rows' metadata, memory/<user>/."""
     _check_present(stores)
     found = {str(_read(p).get("state", {}).get("user_id")) for p in _agent_files(stores)} - {"None"}
-    found |= {u for _, _, u in _vector_rows(stores, busy_timeout) if u}
+    found |= {u for _, _, u, _ in _vector_rows(stores, busy_timeout) if u}
     memory = stores.markdown / "memory"
     found |= {p.name for p in memory.iterdir() if p.is_dir()} if memory.is_dir() else set()
     return sorted(found)
@@ -374,17 +398,24 @@ def forget(
     rewrite_summaries: bool = True,
     busy_timeout: float = 1.0,
     observe: Observer | None = None,
+    by: str = "lineage",
 ) -> ForgetReport:
-    """Remove `user`'s fact `key` from every store (see the module docstring); `user=None` means every user.
+    """Forget `key` for `user` (None: for every user) in every store, and return what was changed.
 
-    `summarizer` is the model that re-writes a summary that mentions the fact (the notebook passes the agent's model);
-    without one, the summary's sentences about the fact are cut out. `rewrite_summaries=False` leaves summaries as they
-    are (the mistake notebook 09's first exercise shows). Raises `ForgetError` (nothing changed) for a missing,
-    damaged or locked store, an unknown user, or a fact the user's data does not hold; `PartialForget` (some changes
-    done, the rest not; run forget() again to finish) when a step of the plan fails.
+    `by="lineage"` (the default): the messages that state the fact are found by the offline model's reading of them
+    (`sources`), and every artifact that descends from them (by the lineage it records) is deleted or re-derived;
+    `by="text"`: every text that mentions the fact is changed, whatever it came from (the matching notebook 09
+    compares it with: a memory worded another way escapes it).
+    `summarizer` is the model that re-writes a summary that descends from a source (the notebook passes the agent's
+    model); without one, the summary's sentences about the fact are cut out. `rewrite_summaries=False` leaves
+    summaries as they are (the mistake notebook 09's first exercise shows). Raises `ForgetError` (nothing changed) for
+    a missing, damaged or locked store, an unknown user, or a fact the user's data does not hold; `PartialForget`
+    (some changes done, the rest not; run forget() again to finish) when a step of the plan fails.
     """
     if not isinstance(key, str) or not key.strip():
         raise ForgetError(f"forget() needs the fact's key, e.g. 'home address'; got {key!r}. Nothing was changed.")
+    if by not in ("lineage", "text"):
+        raise ForgetError(f"by must be 'lineage' or 'text'; got {by!r}. Nothing was changed.")
     _check_present(stores)
     # First, before any connection of ours opens the file: closing one would drop a lock taken through another SQLite.
     _no_lock_of_this_process(stores, busy_timeout)
@@ -395,11 +426,12 @@ def forget(
             "Nothing was changed. Check the user id."
         )
     scope = "every user" if user is None else f"user {user!r}"
+    interrupted = _read_plan(stores, user, key)
 
     def ours(owner: str | None) -> bool:
         return user is None or owner == user
 
-    # 1. Read everything and find the values the fact has in this user's data.
+    # 1. Read everything; find the messages that state the fact (the sources) and the values they state.
     agents = [(p, _read(p)) for p in _agent_files(stores)]
     agents = [(p, data) for p, data in agents if ours(data.get("state", {}).get("user_id"))]
     messages = {p: [(m, _read(m)) for m in _message_files(p)] for p, _ in agents}
@@ -408,18 +440,53 @@ def forget(
     user_dirs = [memory / user] if user is not None else (sorted(p for p in memory.iterdir() if p.is_dir()) if memory.is_dir() else [])
     notes = [(p, p.read_text(encoding="utf-8")) for d in user_dirs if d.is_dir() for p in sorted(d.glob("*.md"))]
 
-    texts = [s for _, data in agents for s in _strings(data.get("conversation_manager_state", {}))]
-    texts += [s for files in messages.values() for _, data in files for s in _strings(data.get("message"))]
-    texts += [content for _, content, _ in rows] + [text for _, text in notes]
+    sources: set[tuple[str, int]] = set(interrupted or ())
+    source_texts: list[str] = []
+    for agent_json, _ in agents:
+        session = _session_of(agent_json)
+        for path, data in messages[agent_json]:
+            text = message_text(data.get("message") or {})
+            if stated_values(text, key):
+                sources.add((session, _index_of(path)))
+                source_texts.append(text)
+    summary_texts = [message_text(s) for _, data in agents
+                     if (s := data.get("conversation_manager_state", {}).get("summary_message"))]
+    source_texts += [t for t in summary_texts if stated_values(t, key)]
+
+    def descends(record: Any) -> bool:
+        """Whether an artifact's lineage names a source message."""
+        if not isinstance(record, dict):
+            return False
+        sessions = record.get("session_id")
+        sessions = sessions if isinstance(sessions, list) else [sessions]
+        return any((s, i) in sources for s in sessions for i in record.get("messages") or [])
+
+    if by == "lineage":
+        texts = list(source_texts)
+    else:
+        texts = [s for _, data in agents for s in _strings(data.get("conversation_manager_state", {}))]
+        texts += [s for files in messages.values() for _, data in files for s in _strings(data.get("message"))]
+        texts += [content for _, content, _, _ in rows] + [without_lineage(text) for _, text in notes]
     values = [v for t in texts for v in stated_values(t, key)]
     values += [v for _, data in agents for v in _state_values(data.get("state", {}), key)]
     values = sorted(dict.fromkeys(v.strip() for v in values if v.strip()), key=str.lower)
-    report = ForgetReport(user, key, values)
-    if not values:
+    report = ForgetReport(user, key, values, by=by, sources=sorted(sources, key=lambda s: (str(s[0]), s[1])))
+    if not values and not sources:
+        if interrupted is not None:
+            stores.plan_file.unlink(missing_ok=True)
+            return report
         raise NothingToForgetError(
             f"No store holds a {key!r} for {scope}: no message, summary, state entry, vector row or markdown line "
             "states it. Nothing was changed."
         )
+
+    def doomed_text(text: str, record: Any, *also: Any) -> tuple[bool, str]:
+        """Whether an artifact goes, and why: by its lineage (and the lineage of each time it was derived again), or
+        (by="text", or no lineage recorded) by its text."""
+        if by == "lineage" and record:
+            return any(map(descends, [record, *also])), "descends from a source message"
+        return mentions(text, key, values), ("states the fact (no lineage recorded)" if by == "lineage"
+                                             else "states the fact")
 
     # 2. Plan every new file content (and the rewritten summaries) before changing anything.
     writes: dict[Path, str] = {}
@@ -428,30 +495,42 @@ def forget(
 
     def plan(path: Path, change: Change) -> None:
         said.setdefault(path, []).append(change)
+    message_writes: dict[Path, str] = {}
     for agent_json, data in agents:
+        session = _session_of(agent_json)
         redacted_messages = []
         for path, message_data in messages[agent_json]:
             new = dict(message_data)
-            for part in ("message", "redact_message"):
-                if new.get(part) is not None:
-                    new[part] = _redact_json(new[part], key, values, drop_entries=False)
+            if by == "text" or (session, _index_of(path)) in sources:
+                for part in ("message", "redact_message"):
+                    if new.get(part) is not None:
+                        new[part] = _redact_json(new[part], key, values, drop_entries=False)
             redacted_messages.append(new["message"])
             if new != message_data:
-                writes[path] = json.dumps(new, indent=2, ensure_ascii=False)
+                message_writes[path] = json.dumps(new, indent=2, ensure_ascii=False)
                 plan(path, Change("session messages", stores.show(path),
                                   "sentences stating the fact cut out of the message text"))
         new_agent = dict(data)
-        state = _redact_json(data.get("state", {}), key, values, drop_entries=True)
+        state = _plan_state(data.get("state", {}), key, values, descends if by == "lineage" else None)
         if state != data.get("state", {}):
             new_agent["state"] = state
-            plan(agent_json, Change("agent.state", stores.show(agent_json), "state entries holding the fact removed"))
+            plan(agent_json, Change("agent.state", stores.show(agent_json), "state entries holding the fact removed"
+                                    + (" (by their lineage)" if by == "lineage" else "")))
         manager = dict(data.get("conversation_manager_state", {}))
         summary = manager.get("summary_message")
-        if summary and mentions(message_text(summary), key, values) and rewrite_summaries:
+        folded_count = int(manager.get("removed_message_count", 0))
+        if by == "lineage" and summary:
+            own = (summary.get("metadata") or {}).get("custom", {}).get("lineage")
+            record = own if isinstance(own, dict) and own.get("messages") else {
+                "session_id": session, "messages": list(range(folded_count))}
+            stale = descends(record) or bool(stated_values(message_text(summary), key))
+        else:
+            stale = bool(summary) and mentions(message_text(summary), key, values)
+        if stale and rewrite_summaries:
             if summarizer is not None:
-                folded = redacted_messages[: int(manager.get("removed_message_count", 0))]
+                folded = redacted_messages[:folded_count]
                 manager["summary_message"] = {**_summarize(summarizer, folded),
-                                              **({"tracking_id": summary["tracking_id"]} if "tracking_id" in summary else {})}
+                                              **{k: summary[k] for k in ("tracking_id", "metadata") if k in summary}}
                 how = f"summary re-written by the model from the {len(folded)} redacted messages it folded"
             else:
                 manager["summary_message"] = _redact_json(summary, key, values, drop_entries=False)
@@ -466,8 +545,9 @@ def forget(
             if agent_json not in said:
                 plan(agent_json, Change("session messages", stores.show(agent_json), "internal state's copies cut out"))
     for path, text in notes:
-        kept = [line for line in text.split("\n") if not mentions(line, key, values)]
-        if kept == text.split("\n"):
+        lines = text.split("\n")
+        kept = [line for line in lines if not doomed_text(*_markdown_line(line))[0]]
+        if kept == lines:
             continue
         facts_left = [line for line in kept if line.strip() and not line.lstrip().startswith("#")]
         if not facts_left:
@@ -475,16 +555,18 @@ def forget(
             plan(path, Change("markdown", stores.show(path), "file deleted (it held only the fact)"))
             continue
         target = path
-        if any(slug(v) and slug(v) in path.name for v in values):
-            first = re.sub(r"^#+\s*", "", kept[0] if kept[0].strip() else facts_left[0])
+        named_after = slug(_markdown_line(lines[0])[0])[:50].rstrip("-")  # FileMemoryStore names a file so
+        if (lines[0] not in kept and path.stem == named_after) or any(slug(v) and slug(v) in path.name for v in values):
+            first = _markdown_line(facts_left[0])[0]
             target = path.with_name(f"{slug(first)[:50].rstrip('-') or 'memory'}.md")
+        if target != path:
             deletes.append(path)
         writes[target] = "\n".join(kept)
         plan(target, Change("markdown", stores.show(path), "lines stating the fact removed"
-                            + (f"; renamed to {target.name} (its name spelled the fact)" if target != path else "")))
+                            + (f"; renamed to {target.name} (its name came from a removed line)" if target != path else "")))
         if target != path:
             plan(path, Change("markdown", stores.show(path), "the file under its old name deleted"))
-    doomed = [r for r in rows if mentions(r[1], key, values)]
+    doomed = [r for r in rows if doomed_text(r[1], r[3].get(LINEAGE_KEY), *(r[3].get("restated_in") or []))[0]]
 
     # 3. Take the database's write lock; a locked store stops everything here, before any change.
     _no_lock_of_this_process(stores, busy_timeout)
@@ -497,8 +579,11 @@ def forget(
             db.execute("BEGIN IMMEDIATE")
         except module.DatabaseError as error:
             raise _db_failure(stores, error, module) from None
-        if not doomed and not writes and not deletes:
+        if not doomed and not writes and not deletes and not message_writes:
             db.execute("ROLLBACK")
+            if interrupted is not None:
+                stores.plan_file.unlink(missing_ok=True)
+                return report
             raise NothingToForgetError(
                 f"The values {values} of {key!r} for {scope} are stated nowhere forget() can remove them "
                 "(they are already gone). Nothing was changed."
@@ -510,7 +595,9 @@ def forget(
         # 4. The plan, whole, before the first change: the rows, VACUUM, then the files one by one.
         def delete_rows() -> None:
             try:
-                for memory_id, _, _ in doomed:
+                if not db.in_transaction:
+                    db.execute("BEGIN IMMEDIATE")
+                for memory_id, _, _, _ in doomed:
                     db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
                     db.execute("DELETE FROM memory_vectors WHERE rowid = ?", (memory_id,))
                     db.execute("DELETE FROM memory_keywords WHERE rowid = ?", (memory_id,))
@@ -539,15 +626,20 @@ def forget(
         database = stores.show(stores.vectors)
         steps: list[_Step] = []
         if doomed:
+            why = "descend from a source message" if by == "lineage" else "state the fact"
             steps.append(_Step([Change("vector store", database,
-                                       f"{len(doomed)} row(s) deleted from memories, memory_vectors and memory_keywords "
-                                       "(secure_delete on, FTS5 index merged)")], delete_rows))
+                                       f"{len(doomed)} row(s) that {why} deleted from memories, memory_vectors and "
+                                       "memory_keywords (secure_delete on, FTS5 index merged)")], delete_rows))
         if doomed or free_pages:
             steps.append(_Step([Change("vector store", database, "VACUUM: the file rebuilt, no free pages")], vacuum))
         steps += [_Step(said[path], lambda path=path, text=text: _replace(path, text, observe))
                   for path, text in writes.items()]
         steps += [_Step(said[path], delete_file(path)) for path in deletes if path not in writes]
+        # the sources' own files come last: until they change, a rerun still finds the sources by reading them
+        steps += [_Step(said[path], lambda path=path, text=text: _replace(path, text, observe))
+                  for path, text in message_writes.items()]
         report.plan = [change for step in steps for change in step.changes]
+        _write_plan(stores, report)
 
         # 5. Apply it step by step; on a failure, say what was done and what is left.
         for number, step in enumerate(steps):
@@ -557,9 +649,91 @@ def forget(
                 left = [change for later in steps[number:] for change in later.changes]
                 raise PartialForget(report, step.changes[0], error, left) from error
             report.changes += step.changes
+        stores.plan_file.unlink(missing_ok=True)
     finally:
         db.close()
     return report
+
+
+def _session_of(agent_json: Path) -> str:
+    """The session id of an agent.json (its folder is session_<id>/agents/agent_<id>/)."""
+    return agent_json.parents[2].name.removeprefix("session_")
+
+
+def _index_of(message_file: Path) -> int:
+    return int(message_file.stem.split("_")[1])
+
+
+def _markdown_line(line: str) -> tuple[str, dict[str, Any] | None]:
+    """A markdown memory line's text (lineage comment cut out) and the lineage the comment records (None: none)."""
+    found = read_markdown_lineage(line)
+    if not found:
+        return without_lineage(line), None
+    text, record = found[0]
+    return text, (record.to_dict() if record is not None else None)
+
+
+def _plan_state(state: Any, key: str, values: list[str], descends: Callable[[Any], bool] | None) -> Any:
+    """agent.state without the entries holding the fact. With `descends` (by lineage), an entry whose lineage
+    (`state[STATE_LINEAGE_KEY][path]`, path "profile/home address" for a nested one) names a source message goes,
+    with its record; entries with a record that names no source stay whatever they say; entries without a record are
+    judged by their text (named like the key, or holding a value)."""
+    if not isinstance(state, dict):
+        return state
+    records = state.get(STATE_LINEAGE_KEY) if isinstance(state.get(STATE_LINEAGE_KEY), dict) else {}
+    new = json.loads(json.dumps(state))
+    if descends is not None:
+        for path, record in records.items():
+            if descends(record):
+                _drop_path(new, path)
+                new[STATE_LINEAGE_KEY].pop(path, None)
+    recorded = set(records) if descends is not None else set()
+    return _drop_unrecorded(new, key, values, recorded, "")
+
+
+def _drop_path(data: dict[str, Any], path: str) -> None:
+    *parents, last = path.split("/")
+    for name in parents:
+        data = data.get(name) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return
+    data.pop(last, None)
+
+
+def _drop_unrecorded(data: Any, key: str, values: list[str], recorded: set[str], path: str) -> Any:
+    if not isinstance(data, dict):
+        return _redact_json(data, key, values, drop_entries=True)
+    out = {}
+    for name, item in data.items():
+        here = f"{path}/{name}" if path else str(name)
+        if here == STATE_LINEAGE_KEY or here in recorded:
+            out[name] = item  # the lineage map itself, or an entry its lineage decides
+            continue
+        if _entry_states(str(name), item, key, values):
+            continue
+        out[name] = item if isinstance(item, str) else _drop_unrecorded(item, key, values, recorded, here)
+    return out
+
+
+def _write_plan(stores: Stores, report: ForgetReport) -> None:
+    """The plan on disk before the first change: the user, the key and the source messages (no value, no file name
+    that could spell one), so a rerun after a failure still knows which messages it was forgetting."""
+    data = {"user": report.user, "key": report.key, "by": report.by, "sources": [list(s) for s in report.sources],
+            "steps": [{"store": c.store, "what": c.what} for c in report.plan]}
+    _replace(stores.plan_file, json.dumps(data, indent=1, ensure_ascii=False))
+
+
+def _read_plan(stores: Stores, user: str | None, key: str) -> set[tuple[str, int]] | None:
+    """The sources of an interrupted forget of the same user and key (None: none was interrupted)."""
+    if not stores.plan_file.is_file():
+        return None
+    data = _read(stores.plan_file)
+    if data.get("user") != user or not _same_key(str(data.get("key")), key):
+        raise ForgetError(
+            f"An interrupted forget of {data.get('key')!r} for {data.get('user')!r} left its plan in "
+            f"{stores.show(stores.plan_file)}. Nothing was changed: run that forget again to finish it first."
+        )
+    return {(str(s), int(i)) for s, i in data.get("sources", [])}
 
 
 # ---------------------------------------------------------------------- counting what a user's data holds
@@ -593,10 +767,12 @@ def fact_counts(stores: Stores, user: str, pairs: list[tuple[str, str]], *, sess
         state = data.get("state", {})
         counts["agent.state"] += sum(
             any(_same_key(k, key) and str(v).lower() == value.lower() for k, v in _flat(state)) for key, value in pairs)
-    counts["vector store"] = sum(stated(content) for _, content, owner in _vector_rows(stores, busy_timeout) if owner == user)
+    counts["vector store"] = sum(stated(content) for _, content, owner, _ in _vector_rows(stores, busy_timeout)
+                                 if owner == user)
     folder = stores.markdown / "memory" / user
     if folder.is_dir():
-        counts["markdown"] = sum(stated(line) for p in sorted(folder.glob("*.md")) for line in p.read_text(encoding="utf-8").split("\n"))
+        counts["markdown"] = sum(stated(without_lineage(line)) for p in sorted(folder.glob("*.md"))
+                                 for line in p.read_text(encoding="utf-8").split("\n"))
     return counts
 
 

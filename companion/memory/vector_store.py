@@ -23,6 +23,7 @@ import numpy as np
 import sqlite_vec
 from strands.memory import MemoryEntry
 
+from companion.memory.lineage import LINEAGE_KEY
 from companion.models.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
@@ -319,12 +320,17 @@ class SqliteVecMemoryStore:
         results: list[AddResult | None] = [None] * len(texts)
         with self._lock, self._guarded("adding memories"):
             fresh: dict[str, int] = {}
+            restated: dict[int, list[dict[str, Any]]] = {}
             for index, text in enumerate(texts):
                 row = self._db.execute("SELECT id FROM memories WHERE content = ?", (text,)).fetchone()
                 if row:
                     results[index] = AddResult(str(row[0]), added=False)
+                    if isinstance(metadatas[index].get(LINEAGE_KEY), dict):
+                        restated.setdefault(row[0], []).append(metadatas[index][LINEAGE_KEY])
                 elif text not in fresh:
                     fresh[text] = index
+            if restated:
+                self._restated(restated)
             if fresh:
                 vectors = self.embedder.embed(list(fresh))
                 with self._db:
@@ -345,6 +351,20 @@ class SqliteVecMemoryStore:
                 if results[index] is None:  # a duplicate within this same batch
                     results[index] = AddResult(results[fresh[text]].id, added=False)  # type: ignore[union-attr]
         return results  # type: ignore[return-value]
+
+    def _restated(self, origins: dict[int, list[dict[str, Any]]]) -> None:
+        """The same memory derived again (another batch of messages restated it): its row keeps one copy of the text and
+        adds the new lineage to `metadata["restated_in"]`, so every message it descends from is on record."""
+        with self._db:
+            for rowid, found in origins.items():
+                (raw,) = self._db.execute("SELECT metadata FROM memories WHERE id = ?", (rowid,)).fetchone()
+                meta = json.loads(raw or "{}")
+                known = [meta.get(LINEAGE_KEY), *meta.get("restated_in", [])]
+                fresh = [o for o in found if o not in known]
+                if fresh:
+                    meta["restated_in"] = [*meta.get("restated_in", []), *fresh]
+                    self._db.execute("UPDATE memories SET metadata = ? WHERE id = ?",
+                                     (json.dumps(meta, ensure_ascii=False), rowid))
 
     def _unembedded(self, text: str) -> int:
         """Characters past the embedder's token limit: stored and keyword-searchable, but not in the vector."""
@@ -369,6 +389,12 @@ class SqliteVecMemoryStore:
         """How many memories the store holds."""
         with self._lock, self._guarded("counting memories"):
             return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+    def records(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """Every memory with its metadata (the user, and the lineage: where it came from), in insertion order."""
+        with self._lock, self._guarded("reading memories"):
+            rows = self._db.execute("SELECT id, content, metadata FROM memories ORDER BY id").fetchall()
+        return [(str(i), c, json.loads(m or "{}")) for i, c, m in rows]
 
     def all(self) -> list[tuple[str, str, np.ndarray]]:
         """Every memory with its vector, in insertion order (for plots)."""
@@ -410,10 +436,26 @@ class SqliteVecMemoryStore:
     async def search(self, query: str, options: dict[str, Any] | None = None) -> list[MemoryEntry]:
         """The SDK's search: vector hits, best first, each with its score in the metadata."""
         k = (options or {}).get("max_search_results") or self.max_search_results
-        return [MemoryEntry(content=h.content, metadata={"score": h.score, "id": h.id}) for h in self.search_vectors(query, k)]
+        hits = self.search_vectors(query, k)
+        origins = self._lineages([h.id for h in hits])
+        return [MemoryEntry(content=h.content, metadata={"score": h.score, "id": h.id,
+                                                         **({LINEAGE_KEY: origins[h.id]} if h.id in origins else {})})
+                for h in hits]
+
+    def _lineages(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The lineage recorded in the metadata of each of these rows (rows without one are left out)."""
+        if not ids:
+            return {}
+        with self._lock, self._guarded("reading lineage"):
+            rows = self._db.execute(f"SELECT id, metadata FROM memories WHERE id IN ({', '.join('?' * len(ids))})",
+                                    [int(i) for i in ids]).fetchall()
+        found = {str(i): json.loads(m or "{}").get(LINEAGE_KEY) for i, m in rows}
+        return {i: o for i, o in found.items() if isinstance(o, dict)}
 
     async def add(self, content: str, metadata: dict[str, Any] | None = None) -> str:
-        """The SDK's add (search tool, add tool, extraction): store one memory, return its id."""
+        """The SDK's add (search tool, add tool, extraction): store one memory, return its id. The metadata is kept
+        with the row (JSON): an extracted fact's `lineage` (`ExtractionResult.metadata`, filled by
+        `companion.memory.lineage.LineageExtractor`) says which messages it came from."""
         return self.put(content, metadata).id
 
     def close(self) -> None:

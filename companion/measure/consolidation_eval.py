@@ -26,6 +26,7 @@ from companion.memory.consolidation import compatible, facts_of
 from companion.memory.selective_memory import LINEAGE_KEY, read_records
 from companion.memory.vector_store import Hit, SqliteVecMemoryStore
 from companion.models.embeddings import Embedder
+from companion.support.figures import describe_figure
 from companion.support.paths import DATA_DIR
 
 DATA = DATA_DIR / "experience" / "consolidation"
@@ -126,7 +127,8 @@ def threshold_report(embedder: Embedder, tuning: str | Path = TUNING, heldout: s
 
 def pairs_plot(report: dict[str, Any]) -> Any:
     """Each labelled pair's cosine similarity, duplicates and different facts, tuning and held-out, with the
-    threshold; a pair the job merges or keeps apart against its label is drawn hollow."""
+    threshold; a pair the job merges or keeps apart against its label is drawn hollow. The figure carries its
+    one-sentence description (`pairs_description`), for `companion.support.figures.show`."""
     import matplotlib.pyplot as plt
 
     threshold = report["threshold"]
@@ -153,7 +155,7 @@ def pairs_plot(report: dict[str, Any]) -> Any:
         ax.grid(axis="x", alpha=0.3)
         ax.set_title("Which labelled pairs the consolidation job merges")
         fig.tight_layout()
-    return fig
+    return describe_figure(fig, pairs_description(report))
 
 
 def pairs_description(report: dict[str, Any]) -> str:

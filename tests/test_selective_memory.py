@@ -275,7 +275,8 @@ def test_lineage_without_an_agent_hook_says_so_and_a_restated_fact_is_noted(tmp_
     store.write("The user's editor is Vim.")
     asyncio.run(store.add("The user's team is payments."))
     first, second = read_records(store.path)
-    assert lineage(first) == {"derived": "direct write", "session_id": None, "messages": [], "at": first["written_at"]}
+    assert lineage(first) == {"derived": "direct write", "session_id": None, "messages": [], "user": "ada",
+                              "at": first["written_at"]}
     assert lineage(second)["derived"] == "add", "an add with no extractor or tool call behind it"
     store.write("The user's editor is Vim.", {"lineage": {"derived": "extraction", "session_id": "s1", "messages": [4]}})
     assert len(read_records(store.path)) == 2

@@ -35,6 +35,23 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
+from companion.memory.lineage import (  # the lineage names notebook 08 and older code import from here
+    LINEAGE_KEY as LINEAGE_KEY,
+)
+from companion.memory.lineage import (
+    Lineage as Lineage,
+)
+from companion.memory.lineage import (
+    LineageExtractor,
+    LineageRecord,
+    announced_tool_lineage,
+    lineage,
+    lineage_of_messages,
+    messages_named,
+)
+from companion.memory.lineage import (
+    message_lineage as message_lineage,
+)
 from companion.models import facts as fact_rules
 from companion.models.metering import MeteredModel
 from companion.support.conversations import load_script
@@ -80,120 +97,6 @@ def fact_of(text: str) -> tuple[str, str] | None:
     """The (key, value) a memory states, read with the offline model's rules; None for text that states no fact."""
     found = fact_rules.statements(text)
     return (found[-1].key, found[-1].value) if found else None
-
-
-# ---------------------------------------------------------------------- lineage
-
-
-LINEAGE_KEY = "lineage"
-"""Where lineage lives: in a message's `metadata["custom"]` (the SDK's free field, persisted, never sent to the model)
-and in a record's `metadata` (the SDK's metadata that `add` receives and `ExtractionResult` carries)."""
-
-# add_memory entries announced by a Lineage hook before the tool runs, by their exact text: the SDK's tool hands each
-# entry to `add` unchanged and without metadata, so the store looks its origin up here.
-_TOOL_ENTRIES: dict[str, list[dict[str, Any]]] = {}
-
-
-def message_lineage(message: dict[str, Any]) -> dict[str, Any] | None:
-    """Where a message sits ({"session_id", "message_index"}), as a `Lineage` hook stamped it; None if unstamped."""
-    custom = (message.get("metadata") or {}).get("custom") or {}
-    return custom.get(LINEAGE_KEY)
-
-
-def _origin(messages: Sequence[dict[str, Any]], derived: str) -> dict[str, Any]:
-    """The lineage of something derived from `messages`: their session and indexes, and how."""
-    stamps = [s for s in map(message_lineage, messages) if s]
-    sessions = sorted({s["session_id"] for s in stamps}, key=str)
-    return {
-        "derived": derived,
-        "session_id": sessions[0] if len(sessions) == 1 else sessions or None,
-        "messages": sorted(s["message_index"] for s in stamps),
-    }
-
-
-class Lineage:
-    """A hook for an Agent: stamps every message it adds with its session and index, so memories can name their source.
-
-    The index is the one the session manager gives the message (its file is `message_<index>.json` in the session's
-    agent folder); without a session manager it is the message's position in the agent's history (session_id None).
-    Before each `add_memory` call it announces the entries with the messages that led to them (the user's message
-    of the turn and the assistant message that asked for the tool), so the store can stamp them as "tool call".
-
-    Args:
-        session_manager: The agent's session manager (its session_id names the session); None without one.
-    """
-
-    def __init__(self, session_manager: Any = None) -> None:
-        self.session_manager = session_manager
-        self.next_index = 0
-        self.last_user_index: int | None = None
-
-    def register_hooks(self, registry: Any, **kwargs: Any) -> None:
-        from strands.hooks import AfterToolCallEvent, AgentInitializedEvent, BeforeToolCallEvent, MessageAddedEvent
-
-        registry.add_callback(AgentInitializedEvent, self._initialized)
-        registry.add_callback(MessageAddedEvent, self._stamp)
-        registry.add_callback(BeforeToolCallEvent, self._tool_starts)
-        registry.add_callback(AfterToolCallEvent, self._tool_ends)
-
-    @property
-    def session_id(self) -> str | None:
-        return getattr(self.session_manager, "session_id", None)
-
-    def _initialized(self, event: Any) -> None:
-        """Continue the numbering of a restored session (or of the history the agent starts with)."""
-        agent = event.agent
-        if self.session_manager is not None:
-            self.next_index = len(self.session_manager.list_messages(self.session_id, agent.agent_id))
-        else:
-            self.next_index = len(agent.messages)
-
-    def _stamp(self, event: Any) -> None:
-        message = event.message
-        stamp = {"session_id": self.session_id, "message_index": self.next_index}
-        message.setdefault("metadata", {}).setdefault("custom", {})[LINEAGE_KEY] = stamp
-        if message["role"] == "user" and any("text" in block for block in message["content"]):
-            self.last_user_index = self.next_index
-        self.next_index += 1
-
-    def _tool_starts(self, event: Any) -> None:
-        tool_use = event.tool_use
-        if tool_use.get("name") != "add_memory":
-            return
-        asked = [i for i in (self.last_user_index, self.next_index - 1) if i is not None]
-        origin = {"derived": "tool call", "session_id": self.session_id, "messages": sorted(set(asked)),
-                  "tool_use_id": tool_use.get("toolUseId")}
-        for entry in (tool_use.get("input") or {}).get("entries") or []:
-            _TOOL_ENTRIES.setdefault(entry, []).append(origin)
-
-    def _tool_ends(self, event: Any) -> None:
-        tool_use = event.tool_use
-        if tool_use.get("name") != "add_memory":
-            return
-        for entry in (tool_use.get("input") or {}).get("entries") or []:
-            left = [o for o in _TOOL_ENTRIES.get(entry, []) if o.get("tool_use_id") != tool_use.get("toolUseId")]
-            if left:
-                _TOOL_ENTRIES[entry] = left
-            else:
-                _TOOL_ENTRIES.pop(entry, None)
-
-
-class LineageExtractor:
-    """Wraps an extractor (the SDK's `ModelExtractor`, or one wrapping it): each fact it returns carries, in the SDK's
-    `ExtractionResult.metadata`, the lineage of the batch of messages it was extracted from."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def extract(self, messages: list[dict[str, Any]], context: Any = None) -> list[Any]:
-        results = await self.inner.extract(messages, context)
-        origin = _origin(messages, "extraction")
-        for result in results:
-            result.metadata = {**(result.metadata or {}), LINEAGE_KEY: dict(origin)}
-        return results
 
 
 class SelectiveMemoryStore:
@@ -295,8 +198,9 @@ class SelectiveMemoryStore:
             raise ValueError("A memory must contain some text; got an empty one.")
         metadata = dict(metadata or {})
         now = self.clock()
-        origin = metadata.pop(LINEAGE_KEY, None) or {"derived": "direct write", "session_id": None, "messages": []}
-        origin = {**origin, "at": now.isoformat()}
+        given = metadata.pop(LINEAGE_KEY, None) or LineageRecord("direct write").to_dict()
+        origin = LineageRecord.from_dict({"user": self.user, **given}).at_time(now).to_dict()
+        origin.update({k: v for k, v in given.items() if k not in origin and k != "at"})  # e.g. a caller's own keys
         records = self._load()
         new_id = f"m{len(records) + 1:03d}"
         fact = fact_of(content)
@@ -363,26 +267,19 @@ class SelectiveMemoryStore:
         """
         metadata = dict(metadata or {})
         if LINEAGE_KEY not in metadata:
-            announced = _TOOL_ENTRIES.get(content)
-            metadata[LINEAGE_KEY] = (dict(announced[0]) if announced
-                                     else {"derived": "add", "session_id": None, "messages": []})
+            metadata[LINEAGE_KEY] = announced_tool_lineage(content) or LineageRecord("add").to_dict()
         return self.write(content, metadata, source="add")
 
     async def add_messages(self, messages: list[dict[str, Any]], context: Any = None) -> list[str]:
         """The SDK's add_messages: extraction without an extractor hands raw messages here; each becomes a memory."""
-        return [self.write(text, {LINEAGE_KEY: _origin([m], "dump")}, source="add_messages")
+        return [self.write(text, {LINEAGE_KEY: lineage_of_messages([m], "dump").to_dict()}, source="add_messages")
                 for m in messages if (text := message_text(m).strip())]
 
 
 def _lineage_of(record: dict[str, Any]) -> dict[str, Any]:
     """A record's lineage, created (as a direct write) for a record written before lineage existed."""
     metadata = record.setdefault("metadata", {})
-    return metadata.setdefault(LINEAGE_KEY, {"derived": "direct write", "session_id": None, "messages": []})
-
-
-def lineage(record: dict[str, Any]) -> dict[str, Any] | None:
-    """Where a record came from (`metadata["lineage"]`), or None."""
-    return (record.get("metadata") or {}).get(LINEAGE_KEY)
+    return metadata.setdefault(LINEAGE_KEY, LineageRecord("direct write").to_dict())
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
@@ -520,16 +417,9 @@ def history_markdown(user: str, records: Sequence[dict[str, Any]]) -> str:
         why = f"superseded by {r['superseded_by']}" if r.get("superseded_by") else "expired"
         replaced = (lineage(r) or {}).get("replaced_by") or {}
         if replaced.get("messages"):
-            why += f" from {_messages_named(replaced)}"
+            why += f" from {messages_named(replaced)}"
         lines.append(f"- {r['content']} (from {r['written_at']} until {r['valid_until']}, {why})")
     return "\n".join(lines) + "\n"
-
-
-def _messages_named(origin: dict[str, Any]) -> str:
-    """'session ada-selective, messages 58, 59' (or 'messages 3, 4' without a session)."""
-    indexes = ", ".join(map(str, origin.get("messages") or []))
-    where = f"session {origin['session_id']}, " if origin.get("session_id") else ""
-    return f"{where}message{'s' if len(origin.get('messages') or []) != 1 else ''} {indexes}"
 
 
 # ---------------------------------------------------------------------- the map

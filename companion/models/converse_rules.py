@@ -13,6 +13,7 @@ request would meet them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from strands.agent.conversation_manager import SummarizingConversationManager
@@ -25,6 +26,9 @@ __all__ = ["RULES", "ConverseSummarizingConversationManager", "ConverseValidatio
            "check_request", "rule_rows", "violations"]
 
 Messages = Sequence[dict[str, Any]]
+
+LINEAGE_KEY = "lineage"
+"""Where a summary's lineage lives in its message's ``metadata["custom"]`` (as in `companion.memory.lineage`)."""
 
 
 class ConverseValidationError(ValueError):
@@ -158,7 +162,70 @@ class ConverseSummarizingConversationManager(SummarizingConversationManager):
     SDK's own context manager wraps them (``<content>``, a ``\n---\n[role]`` block before each message,
     ``</content>``; strands/_context_manager/methods/summarize.py), under the same summarization system prompt.
     Same settings as the SDK's manager; the summary is still a user message.
+
+    3. Lineage (issue 18): the summary message carries, in ``metadata["custom"]["lineage"]`` (the SDK's free field,
+    saved with the summary in agent.json's ``conversation_manager_state``, stripped before every model call), which
+    messages it folded: their session indexes and the SDK's ``tracking_id`` of each, the user
+    (``agent.state["user_id"]``), the session, and when. A summary that folds an earlier one inherits the messages
+    that one folded and names it as a parent, so forgetting a message finds every summary that descends from it. The
+    record has the fields of `companion.memory.lineage.LineageRecord` (this layer may not import it; a test reads one
+    with it).
+
+    Args:
+        clock: Where the lineage's time comes from (default: the current UTC time); the other arguments are the SDK's.
     """
+
+    def __init__(self, *args: Any, clock: Callable[[], datetime] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.clock = clock or (lambda: datetime.now(UTC))
+
+    def _generate_summary(self, messages: list[Any], agent: Any) -> Any:
+        summary = super()._generate_summary(messages, agent)
+        summary.setdefault("metadata", {}).setdefault("custom", {})[LINEAGE_KEY] = self._lineage(messages, agent)
+        return summary
+
+    def _lineage(self, folded: list[Any], agent: Any) -> dict[str, Any]:
+        """What the summary of `folded` descends from (see the class docstring, item 3).
+
+        A message's session index is its `Lineage` hook stamp when it has one; otherwise it is computed as the SDK's
+        session manager computes it on restore: the messages removed before this fold, plus the message's place among
+        the originals (``removed_message_count`` has already been raised for this fold when this runs).
+        """
+        previous = self._summary_message
+        originals = [m for m in folded if m is not previous]
+        removed_before = self.removed_message_count - len(originals)
+        indexes: list[int] = []
+        ids: list[str] = []
+        parents: list[str] = []
+        sessions: set[str] = set()
+        for position, message in enumerate(originals):
+            stamp = ((message.get("metadata") or {}).get("custom") or {}).get(LINEAGE_KEY) or {}
+            if "derived" in stamp:  # a folded summary that is not the manager's own (restored, pinned): inherit it
+                indexes += stamp.get("messages") or []
+                ids += stamp.get("message_ids") or []
+                parents += [message["tracking_id"]] if message.get("tracking_id") else []
+                continue
+            indexes.append(stamp.get("message_index", removed_before + position))
+            if stamp.get("session_id"):
+                sessions.add(stamp["session_id"])
+            ids += [i for i in [message.get("tracking_id") or stamp.get("message_id")] if i]
+        if previous is not None and any(m is previous for m in folded):
+            earlier = ((previous.get("metadata") or {}).get("custom") or {}).get(LINEAGE_KEY) or {}
+            indexes = list(earlier.get("messages") or []) + indexes
+            ids = list(earlier.get("message_ids") or []) + ids
+            parents = [previous["tracking_id"]] if previous.get("tracking_id") else []
+            parents += [p for p in earlier.get("parents") or [] if p not in parents]
+        session_id = getattr(getattr(agent, "_session_manager", None), "session_id", None)  # the SDK keeps it private
+        record: dict[str, Any] = {"derived": "summary",
+                                  "session_id": session_id or (sorted(sessions)[0] if len(sessions) == 1 else None),
+                                  "messages": sorted(set(indexes)), "message_ids": list(dict.fromkeys(ids))}
+        user = agent.state.get("user_id") if getattr(agent, "state", None) is not None else None
+        if isinstance(user, str) and user:
+            record["user"] = user
+        record["at"] = self.clock().isoformat()
+        if parents:
+            record["parents"] = parents
+        return record
 
     def _generate_summary_with_model(self, messages: list[Any], agent: Any) -> Any:
         from strands._async import run_async

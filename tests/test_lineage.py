@@ -159,4 +159,5 @@ def test_markdown_lines_carry_their_lineage_in_a_comment():
     line = markdown_line("The user's editor is Vim.", origin)
     assert line.startswith("- The user's editor is Vim. <!-- lineage {") and line.endswith("} -->")
     text = "\n".join(["# Facts about ada", line, markdown_line("A line without lineage.", None)])
-    assert read_markdown_lineage(text) == [("The user's editor is Vim.", origin), ("A line without lineage.", None)]
+    shown = LineageRecord("extraction", "ada-selective", (8, 9), at="2026-01-05T10:34:00")  # the file is ada's
+    assert read_markdown_lineage(text) == [("The user's editor is Vim.", shown), ("A line without lineage.", None)]

@@ -13,6 +13,7 @@ from strands.agent.conversation_manager import SlidingWindowConversationManager
 from strands.memory import InvocationTrigger, MemoryManager, ModelExtractor
 from strands.session import FileSessionManager
 
+from companion.memory.lineage import read_markdown_lineage
 from companion.memory.selective_memory import (
     START,
     Clock,
@@ -65,7 +66,7 @@ def test_plain_store_keeps_both_values_and_supersede_ends_the_old(tmp_path):
     clock.advance(minutes=1)
     selective.write("The user's programming language is Rust.")
     current = selective.records()
-    assert as_markdown("ada", current).splitlines()[1:] == [
+    assert as_markdown("ada", current, with_lineage=False).splitlines()[1:] == [
         "- The user's programming language is Rust.", "- The user's editor is Vim."], "an update keeps its line"
     before = START + timedelta(minutes=1)
     assert [r["content"] for r in selective.records(at=before)] == ["The user's programming language is Python."]
@@ -223,7 +224,14 @@ def test_extraction_for_finds_the_extraction_call_of_a_line(tmp_path):
 
 def test_markdown_and_token_helpers():
     records = [{"id": "m001", "content": "The user's editor is Vim."}]
-    assert as_markdown("ada", records) == "# Facts about ada\n- The user's editor is Vim.\n"
+    assert as_markdown("ada", records) == "# Facts about ada\n- The user's editor is Vim.\n", "no lineage, no comment"
+    origin = {"derived": "extraction", "session_id": "s1", "messages": [2, 3], "message_ids": ["x", "y"],
+              "user": "ada", "at": "2026-01-05T09:00:00", "replaced_by": {"id": "m002"}}
+    text = as_markdown("ada", [{**records[0], "metadata": {"lineage": origin}}])
+    assert text.splitlines()[1] == ("- The user's editor is Vim. <!-- lineage {\"derived\": \"extraction\", "
+                                    "\"session_id\": \"s1\", \"messages\": [2, 3], \"at\": \"2026-01-05T09:00:00\"} -->")
+    ((line, read),) = read_markdown_lineage(text)
+    assert line == "The user's editor is Vim." and read.messages == (2, 3) and read.derived == "extraction"
     assert tokens("abcde") == 2
 
 

@@ -331,13 +331,17 @@ _MD_COMMENT = re.compile(r"\s*<!-- lineage (?P<json>\{.*\}) -->\s*$")
 
 
 def markdown_line(text: str, origin: Mapping[str, Any] | LineageRecord | None) -> str:
-    """A markdown list line for `text`, ending with its lineage as an HTML comment (hidden when rendered)."""
+    """A markdown list line for `text`, ending with its lineage as an HTML comment (hidden when rendered).
+
+    The comment keeps how, from which session and messages, and when; not the tracking ids (the session and indexes
+    find the message files, which hold them) nor the user (the file is the user's), so a person can read it.
+    """
     line = f"- {text}"
     if origin is None:
         return line
-    data = origin.to_dict() if isinstance(origin, LineageRecord) else {k: v for k, v in origin.items()
-                                                                       if k not in ("replaced_by", "restated_in")}
-    return f"{line} <!-- lineage {json.dumps(data, ensure_ascii=False, sort_keys=True)} -->"
+    record = origin if isinstance(origin, LineageRecord) else LineageRecord.from_dict(origin)
+    data = {k: v for k, v in record.to_dict().items() if k not in ("message_ids", "user")}
+    return f"{line} <!-- lineage {json.dumps(data, ensure_ascii=False)} -->"
 
 
 def read_markdown_lineage(text: str) -> list[tuple[str, LineageRecord | None]]:

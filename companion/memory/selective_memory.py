@@ -47,6 +47,7 @@ from companion.memory.lineage import (
     announced_tool_lineage,
     lineage,
     lineage_of_messages,
+    markdown_line,
     messages_named,
 )
 from companion.memory.lineage import (
@@ -401,24 +402,29 @@ def contradictions(entries: Sequence[str]) -> dict[str, set[str]]:
 # ---------------------------------------------------------------------- markdown files
 
 
-def as_markdown(user: str, records: Sequence[dict[str, Any]]) -> str:
+def as_markdown(user: str, records: Sequence[dict[str, Any]], *, with_lineage: bool = True) -> str:
     """A user's current memories as a markdown file a person can read and edit.
 
     A memory that superseded another takes the line of the first one it replaced, so an update shows as one changed line.
+    Each line ends with its lineage in an HTML comment (hidden when rendered; `read_markdown_lineage` reads it back), so
+    the file names the messages behind every fact, as the store does.
     """
     ordered = sorted(records, key=lambda r: r.get("replaces") or r["id"])
-    return "\n".join([f"# Facts about {user}", *(f"- {r['content']}" for r in ordered)]) + "\n"
+    lines = [markdown_line(r["content"], lineage(r) if with_lineage else None) for r in ordered]
+    return "\n".join([f"# Facts about {user}", *lines]) + "\n"
 
 
-def history_markdown(user: str, records: Sequence[dict[str, Any]]) -> str:
-    """A user's ended memories, with when and why each ended."""
+def history_markdown(user: str, records: Sequence[dict[str, Any]], *, with_lineage: bool = True) -> str:
+    """A user's ended memories, with when and why each ended (and the messages that replaced it), each line ending
+    with the ended memory's own lineage, as in `as_markdown`."""
     lines = [f"# History of {user}"]
     for r in records:
         why = f"superseded by {r['superseded_by']}" if r.get("superseded_by") else "expired"
         replaced = (lineage(r) or {}).get("replaced_by") or {}
         if replaced.get("messages"):
             why += f" from {messages_named(replaced)}"
-        lines.append(f"- {r['content']} (from {r['written_at']} until {r['valid_until']}, {why})")
+        text = f"{r['content']} (from {r['written_at']} until {r['valid_until']}, {why})"
+        lines.append(markdown_line(text, lineage(r) if with_lineage else None))
     return "\n".join(lines) + "\n"
 
 

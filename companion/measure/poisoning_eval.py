@@ -42,6 +42,7 @@ from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
 from strands.types.tools import ToolSpec
 
+from companion.memory.lineage import Lineage
 from companion.memory.selective_memory import Clock, RecordingModel, SelectiveMemoryStore, read_records, words
 from companion.memory.write_policy import MemoryWriteGuard, PolicyExtractor, SpeakerLog, WritePolicy, data_format, read_audit
 from companion.models import facts as fact_rules
@@ -270,7 +271,7 @@ def run_case(
     injection = {"max_entries": max_entries, **({"format": data_format} if marked else {})}
     audit_path = folder / f"{case['id']}.audit.jsonl"
     policy = WritePolicy(owner=owner, confirm_sensitive=confirm_sensitive, min_grounding=min_grounding, wording=wording)
-    interventions, hooks = [], []
+    interventions, hooks = [], [Lineage()]  # every record names the messages it came from (issue 18)
     if path == "extraction":
         speakers = SpeakerLog()
         extractor = PolicyExtractor(ModelExtractor(), policy, speakers, audit_path) if defended else ModelExtractor()

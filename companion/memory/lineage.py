@@ -198,9 +198,12 @@ _TOOL_ENTRIES: dict[str, list[dict[str, Any]]] = {}
 
 
 def announced_tool_lineage(entry: str) -> dict[str, Any] | None:
-    """The lineage a `Lineage` hook announced for an add_memory entry that is being written now (None: none)."""
+    """The lineage a `Lineage` hook announced for an add_memory entry that is being written now (None: none).
+
+    The latest announcement: an earlier one whose tool call was refused before it ran may not have been withdrawn.
+    """
     announced = _TOOL_ENTRIES.get(entry)
-    return dict(announced[0]) if announced else None
+    return dict(announced[-1]) if announced else None
 
 
 class Lineage:

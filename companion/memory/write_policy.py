@@ -39,15 +39,17 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from strands.hooks import BeforeInvocationEvent, HookProvider, HookRegistry, MessageAddedEvent
 from strands.interventions import Confirm, Deny, InterventionHandler, Proceed
 
+from companion.memory.lineage import message_lineage
 from companion.memory.selective_memory import words
+from companion.support.messages import texts_of
 
 __all__ = [
     "DATA_PREAMBLE",
@@ -62,7 +64,9 @@ __all__ = [
     "preview",
     "WritePolicy",
     "data_format",
+    "entry_sources",
     "grounding",
+    "message_ref",
     "foreign_values",
     "owner_turn_text",
     "read_audit",
@@ -268,12 +272,18 @@ def owner_turn_text(messages: Sequence[dict[str, Any]]) -> str:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the policy decided for one entry: action is "allow", "deny" or "confirm"; rule names the rule."""
+    """What the policy decided for one entry: action is "allow", "deny" or "confirm"; rule names the rule.
+
+    `sources` says what the decision was made from (see `entry_sources`): who said the turn, which message was the
+    owner's turn, and the messages of the conversation the entry's words are found in. The guard and the extractor
+    fill it; `WritePolicy.judge` alone, given only a text, leaves it empty.
+    """
 
     entry: str
     action: str
     rule: str
     reason: str
+    sources: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass
@@ -363,6 +373,91 @@ def _text_or_empty(text: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
+SOURCE_SHARE = 0.5
+"""A message is named as a source of an entry when it holds at least this share of the entry's content words."""
+MAX_SOURCES = 3
+"""How many source messages an audit line names for one entry (the best matches)."""
+
+
+def _kind(message: Mapping[str, Any]) -> str:
+    blocks = message.get("content") or []
+    if any("toolResult" in b for b in blocks):
+        return "tool result"
+    if any("toolUse" in b for b in blocks):
+        return "tool call"
+    return f"{message.get('role', '?')} text"
+
+
+def message_ref(messages: Sequence[Mapping[str, Any]], index: int) -> dict[str, Any]:
+    """How an audit line names a message: its place in the conversation the policy read, its role and kind (the
+    tool's name for a tool result), and, where a `Lineage` hook stamped it, its session, session index and
+    tracking id (`companion.memory.lineage`)."""
+    message = messages[index]
+    ref: dict[str, Any] = {"message": index, "role": message.get("role"), "kind": _kind(message)}
+    if ref["kind"] == "tool result":
+        ids = {b["toolResult"].get("toolUseId") for b in message["content"] if "toolResult" in b}
+        names = [b["toolUse"].get("name") for m in messages[:index] for b in m.get("content") or []
+                 if "toolUse" in b and b["toolUse"].get("toolUseId") in ids]
+        if names:
+            ref["tool"] = names[-1]
+    stamp = message_lineage(message) or {}
+    if "message_index" in stamp:
+        ref.update({"session_id": stamp.get("session_id"), "session_index": stamp["message_index"]})
+    if message.get("tracking_id") or stamp.get("message_id"):
+        ref["message_id"] = message.get("tracking_id") or stamp.get("message_id")
+    return ref
+
+
+def _read_texts(messages: Sequence[Mapping[str, Any]], skip: set[int]) -> list[tuple[int, _Source]]:
+    """Each message's text as a source (text blocks and tool results, quotes included: a quote is a source too)."""
+    read = []
+    for index, message in enumerate(messages):
+        if index in skip:
+            continue
+        text = " ".join(texts_of(list(message.get("content") or [])))
+        if text.strip():
+            read.append((index, _Source(text[: MAX_ENTRY_CHARS * 40])))
+    return read
+
+
+def entry_sources(entry: Any, messages: Sequence[Mapping[str, Any]], *, speaker: Any, turn: int | None = None,
+                  request: int | None = None, read: list[tuple[int, _Source]] | None = None) -> dict[str, Any]:
+    """What a decision about `entry` was made from, for the audit: who said the turn (`speaker`), the owner's turn
+    the rules compared it with (`turn`), the message that asked for the write (`request`, the assistant's tool call),
+    and `words_from`: up to `MAX_SOURCES` messages holding at least `SOURCE_SHARE` of the entry's content words, best
+    first, each with that share and the entry's values it lacks. A refusal by provenance then names the message the
+    words came from (a tool result, another participant's line); none at all means they came from outside the
+    conversation (an injected memory, the model itself).
+    """
+    sources: dict[str, Any] = {"speaker": speaker}
+    if turn is not None:
+        sources["turn"] = message_ref(messages, turn)
+    if request is not None:
+        sources["request"] = message_ref(messages, request)
+    if not isinstance(entry, str) or len(entry) > MAX_ENTRY_CHARS or not entry.strip():
+        return sources  # refused as input, unread
+    found = []
+    for index, source in read if read is not None else _read_texts(messages, {request} - {None}):
+        share = grounding(entry, source)
+        if share >= SOURCE_SHARE:
+            found.append((share, -len(foreign_values(entry, source)), index))
+    sources["words_from"] = [{**message_ref(messages, i), "share": round(share, 2), "missing_values": -missing}
+                             for share, missing, i in sorted(found, reverse=True)[:MAX_SOURCES]]
+    return sources
+
+
+def _latest_user_text(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """The index of the message `owner_turn_text` reads: the latest user message with text."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"
+                 and any("text" in b for b in messages[i]["content"])), None)
+
+
+def _requesting(messages: Sequence[Mapping[str, Any]], tool_use_id: str | None) -> int | None:
+    """The index of the assistant message that holds the toolUse `tool_use_id`."""
+    return next((i for i in range(len(messages) - 1, -1, -1) for b in messages[i].get("content") or []
+                 if "toolUse" in b and b["toolUse"].get("toolUseId") == tool_use_id), None)
+
+
 Confirmer = Callable[[list[str]], Any]
 """Answers a confirmation for these entries: "yes"/True to write, anything else to refuse, None to pause the agent."""
 
@@ -409,6 +504,7 @@ class MemoryWriteGuard(InterventionHandler):
                                   "the turn names no user_id in invocation_state") for e in entries]
         else:
             decisions = self.policy.judge_all(entries, owner_turn_text(event.agent.messages), speaker)
+        decisions = self._with_sources(decisions, list(event.agent.messages), speaker, event.tool_use.get("toolUseId"))
         self._record(decisions, speaker, event.tool_use.get("toolUseId"))
         refused = [d for d in decisions if d.action == "deny"]
         if refused:
@@ -420,10 +516,19 @@ class MemoryWriteGuard(InterventionHandler):
             return Confirm(prompt=prompt, response=answer)
         return Proceed()
 
+    @staticmethod
+    def _with_sources(decisions: list[Decision], messages: list[Any], speaker: Any,
+                      tool_use_id: str | None) -> list[Decision]:
+        """Each decision with what it was made from (`entry_sources`); the conversation is read once per call."""
+        turn, request = _latest_user_text(messages), _requesting(messages, tool_use_id)
+        read = _read_texts(messages, {request} - {None})
+        return [replace(d, sources=entry_sources(d.entry, messages, speaker=speaker, turn=turn, request=request,
+                                                 read=read)) for d in decisions]
+
     def _record(self, decisions: list[Decision], speaker: str | None, tool_use_id: str | None) -> None:
         rows = [{"tool_use_id": tool_use_id, "entry": preview(d.entry, MAX_ENTRY_CHARS), "action": d.action,
                  "rule": d.rule, "reason": d.reason,
-                 "speaker": speaker} for d in decisions]
+                 "speaker": speaker, "sources": d.sources} for d in decisions]
         self.decisions.extend(rows)
         if self.audit_path is not None:
             self.audit_path.parent.mkdir(parents=True, exist_ok=True)
@@ -540,11 +645,18 @@ class PolicyExtractor:
         said = "\n".join(owner_turn_text([m]) for m in owners)
         speaker = None if self.speakers is None else (self.policy.owner if owners else "nobody")
         kept, decisions = [], []
+        read = _read_texts(messages, {i for i, m in enumerate(messages) if m["role"] != "user"})  # user lines only
+        lines = [i for i, m in enumerate(messages) if m["role"] == "user" and any("text" in b for b in m["content"])]
         for result in results:
             if speaker == "nobody":
                 decision = Decision(result.content, "deny", "speaker", "no line of this batch was said by the owner")
             else:
                 decision = self.policy.judge(result.content, said, speaker)
+            sources = entry_sources(result.content, messages, speaker=speaker, read=read)
+            sources["owner_lines"] = [message_ref(messages, i) for i in lines if messages[i] in owners]
+            if self.speakers is not None:
+                sources["said_by"] = {str(i): sorted(map(str, self.speakers.speakers(messages[i]))) for i in lines}
+            decision = replace(decision, sources=sources)
             decisions.append(decision)
             if decision.action == "deny":
                 self.refused.append(decision)
@@ -558,7 +670,8 @@ class PolicyExtractor:
             with self.audit_path.open("a", encoding="utf-8") as audit:
                 for d in decisions:
                     row = {"tool_use_id": None, "entry": preview(d.entry, MAX_ENTRY_CHARS), "action": d.action,
-                           "rule": d.rule, "reason": d.reason, "speaker": speaker, "path": "extraction"}
+                           "rule": d.rule, "reason": d.reason, "speaker": speaker, "path": "extraction",
+                           "sources": d.sources}
                     audit.write(json.dumps(row, ensure_ascii=False) + "\n")
         return kept
 

@@ -240,3 +240,16 @@ def test_the_data_files_are_well_formed():
     for path in (evaluation.TUNING, evaluation.HELDOUT):
         pairs = evaluation.read_jsonl(path)
         assert all(isinstance(p["duplicate"], bool) and p["a"] != p["b"] for p in pairs)
+
+
+def test_repeats_count_entries_whose_fact_the_call_already_had():
+    labels = {"a1": {"a"}, "a2": {"a"}, "b": {"b"}, "merged": {"a", "c"}}
+    assert evaluation.repeats(["a1", "b", "a2"], labels) == 1
+    assert evaluation.repeats(["a1", "b"], labels) == 0
+    assert evaluation.repeats(["merged", "a1", "unknown"], labels) == 1  # a text without a label repeats nothing
+
+
+def test_contradictory_pairs_are_two_values_of_one_attribute():
+    entries = ["The user's home city is Lisbon.", "The user's home city is Porto.", "The user is vegetarian."]
+    assert evaluation.contradictory_pairs(entries) == [(entries[0], entries[1])]
+    assert evaluation.contradictory_pairs(entries[1:]) == []

@@ -226,6 +226,17 @@ def contradictory_pairs(entries: Sequence[str]) -> list[tuple[str, str]]:
             if any(key in fb and fb[key] != value for key, value in fa.items())]
 
 
+def repeats(entries: Sequence[str], labels_of: dict[str, set[str]]) -> int:
+    """How many of one call's entries state a fact an earlier entry of the same call already stated (by label)."""
+    seen: set[str] = set()
+    count = 0
+    for text in entries:
+        found = labels_of.get(text, set())
+        count += bool(found & seen)
+        seen |= found
+    return count
+
+
 def recall_at(found: Sequence[int | None], k: int) -> float:
     """Share of questions answered within the top k."""
     return round(sum(r is not None and r <= k for r in found) / len(found), 3) if found else 0.0

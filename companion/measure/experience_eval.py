@@ -23,8 +23,10 @@ from strands.memory import MemoryManager
 
 from companion.memory.episodic import Episode, EpisodeStore
 from companion.memory.selective_memory import RecordingModel, injected_entries
+from companion.support.figures import describe_figure
 
-__all__ = ["CONFIRMATION", "RATES", "TaskOutcome", "load_tasks", "mistake_rates", "run_tasks", "sweep_plot"]
+__all__ = ["CONFIRMATION", "RATES", "TaskOutcome", "load_tasks", "mistake_rates", "run_tasks", "sweep_description",
+           "sweep_plot"]
 
 CONFIRMATION = "Right, thanks."
 """What the scripted user says when the agent's answer was right."""
@@ -126,4 +128,17 @@ def sweep_plot(points: dict[float, dict[str, tuple[int, int]]], baseline: dict[s
     ax.set_title(title)
     ax.legend(fontsize=8, loc="center left")
     fig.tight_layout()
-    return fig
+    return describe_figure(fig, sweep_description(points, baseline))
+
+
+def sweep_description(points: dict[float, dict[str, tuple[int, int]]], baseline: dict[str, tuple[int, int]]) -> str:
+    """The one-sentence description of `sweep_plot`'s figure, written from the same counts."""
+    thresholds = sorted(points)
+
+    def series(rate: str) -> str:
+        counts = ", ".join(f"{points[t][rate][0]}/{points[t][rate][1]}" for t in thresholds)
+        k, n = baseline[rate]
+        return f"{rate} {counts} (no recall: {k}/{n})"
+
+    return (f"Line chart over min_similarity {', '.join(f'{t:g}' for t in thresholds)}: "
+            f"{series('repeated mistakes')}; {series('wrong where the data was right')}.")

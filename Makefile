@@ -37,8 +37,9 @@ $(STAMP): pyproject.toml constraints.txt tools/jupyterlab-overrides.json tools/w
 $(TEST_STAMP): $(STAMP)
 	$(PYTHON) tools/workbook.py setup --venv $(VENV) --extras test,book
 
+# The same command as tools/workbook.py's lab_command (tests/test_environment.py keeps them equal).
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --allow-root
+	$(BIN)/python -m jupyterlab --ServerApp.root_dir=notebooks --allow-root
 
 # Tests run in parallel, one worker per core (pytest-xdist); --dist loadscope keeps each notebook's cells, and each test
 # file, on one worker and in order. tests/test_browser.py drives JupyterLab in the system's Chromium, skipped without it.

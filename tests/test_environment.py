@@ -47,6 +47,7 @@ def test_conda_route_installs_what_make_lab_installs():
     assert "python tools/workbook.py setup --here" in (REPO / "postBuild").read_text()
     devcontainer = json.loads((REPO / ".devcontainer" / "devcontainer.json").read_text())
     assert devcontainer["postCreateCommand"] == "python tools/workbook.py setup"
+    assert devcontainer["postAttachCommand"].startswith("python tools/workbook.py lab -- "), "opens lab as make lab does"
     makefile = (REPO / "Makefile").read_text()
     assert "$(PYTHON) tools/workbook.py setup --venv $(VENV)\n" in makefile, "make lab installs through the script"
 
@@ -64,6 +65,12 @@ def test_make_test_and_the_script_run_the_same_pytest_command():
     makefile = (REPO / "Makefile").read_text()
     block = re.search(r"^PYTEST_ARGS := (.*?)\n\n", makefile, re.MULTILINE | re.DOTALL).group(1)
     assert block.replace("\\\n", " ").split() == load_workbook_tool().PYTEST_ARGS
+
+
+def test_make_lab_and_the_script_open_the_same_jupyterlab():
+    makefile = (REPO / "Makefile").read_text()
+    recipe = re.search(r"^lab: \$\(STAMP\)\n\t(.+)$", makefile, re.MULTILINE).group(1).split()
+    assert recipe == ["$(BIN)/python", *load_workbook_tool().lab_command("python", [])[1:]]
 
 
 def test_the_no_make_script_runs(tmp_path):
@@ -84,16 +91,136 @@ def test_the_no_make_script_runs(tmp_path):
     assert list((tmp_path / "notavenv").iterdir()) == [], "nothing was written into it"
 
 
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pyproject() -> dict:
+    import tomllib
+
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 def test_constraints_agree_with_the_pins():
+    """constraints.txt pins every package; the learner's dependencies and every extra's name the same versions."""
     constraints = dict(
         line.split("==") for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line
     )
-    def canonical(name: str) -> str:
-        return re.sub(r"[-_.]+", "-", name).lower()
-
     lowered = {canonical(name): version for name, version in constraints.items()}
     for name, version in pyproject_pins().items():
         assert lowered[canonical(name)] == version, name
+    for extra, requirements in pyproject()["project"]["optional-dependencies"].items():
+        if extra == "dynamodb":  # installed by hand for notebook 06's cloud section, never by make: not in the constraints
+            continue
+        for requirement in requirements:
+            name, version = requirement.split("==")
+            assert lowered[canonical(name)] == version, f"{extra}: {name}"
+
+
+# The learner's install (`make lab`) holds what the notebooks, the companion package and the class replay run; the test
+# suite's tools come with `make test` (the `test` extra), the static book's with `make book` (the `book` extra).
+TEST_TOOLS = {"pytest", "nbval", "ruff", "pytest-xdist", "playwright"}
+# Packages the notebooks or the companion import that come with a dependency named in pyproject.toml as part of it:
+# the module, and the dependency that requires it (checked below against the installed metadata).
+COMES_WITH = {"ipython": "ipykernel", "botocore": "boto3", "nbformat": "papermill", "pydantic": "strands-agents",
+              "werkzeug": "flask"}
+# Imported only where that extra is installed (the import is guarded, and says how to install it).
+IN_EXTRAS = {"strands-dynamodb-storage": "dynamodb"}
+
+
+def test_the_test_tools_are_in_the_test_extra_not_the_learners_install():
+    learner = {canonical(name) for name in pyproject_pins()}
+    test_extra = {canonical(r.split("==")[0]) for r in pyproject()["project"]["optional-dependencies"]["test"]}
+    assert not learner & TEST_TOOLS, f"test-only tools in the learner's install: {sorted(learner & TEST_TOOLS)}"
+    assert TEST_TOOLS <= test_extra, sorted(TEST_TOOLS - test_extra)
+    assert "cryptography" in learner, "notebook 09's Fernet is named, not reached only through moto"
+
+
+def imported_modules() -> dict[str, set[str]]:
+    """Every top-level module imported by the companion package or a notebook's code cells -> where."""
+    import ast
+    import sys
+
+    found: dict[str, set[str]] = {}
+
+    def scan(source: str, where: str) -> None:
+        for node in ast.walk(ast.parse(source)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in ("companion", "__future__"):
+                    found.setdefault(top, set()).add(where)
+
+    for path in (REPO / "companion").rglob("*.py"):
+        scan(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))
+    for path in NOTEBOOKS:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "code":
+                lines = "".join(cell["source"]).splitlines()
+                scan("\n".join(line for line in lines if not line.lstrip().startswith(("%", "!"))), path.name)
+    return found
+
+
+def requires(distribution: str) -> set[str]:
+    """The installed distribution's requirements that apply here without extras (canonical names)."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    needed = set()
+    for line in metadata.distribution(distribution).requires or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+            needed.add(canonical(requirement.name))
+    return needed
+
+
+def test_the_learners_install_holds_every_package_the_notebooks_and_the_companion_import():
+    """Each third-party module imported by companion/ or a notebook belongs to a dependency pyproject.toml names for
+    learners, or comes with one as a part of it (COMES_WITH), or to an extra whose import is guarded (IN_EXTRAS). So a
+    learner's `make lab` runs every notebook, and nothing the workbook uses arrives only as another package's choice."""
+    import importlib.metadata as metadata
+
+    learner = {canonical(name) for name in pyproject_pins()}
+    owners = metadata.packages_distributions()
+    unexplained = {}
+    for module, where in imported_modules().items():
+        distributions = {canonical(d) for d in owners.get(module, [])} or {canonical(module)}
+        for distribution in distributions:
+            if distribution in learner:
+                continue
+            parent = COMES_WITH.get(distribution)
+            if parent in learner and distribution in requires(parent):
+                continue
+            if distribution in IN_EXTRAS:
+                assert any(canonical(r.split("==")[0]) == distribution
+                           for r in pyproject()["project"]["optional-dependencies"][IN_EXTRAS[distribution]])
+                continue
+            unexplained[distribution] = sorted(where)[:3]
+    assert not unexplained, f"imported but not in the learner's dependencies (pyproject.toml): {unexplained}"
+
+
+def test_notebook_00_checks_what_the_learners_install_holds():
+    """Its environment check lists packages by name; each must be one `make lab` installs, or a learner reads
+    'missing' on a correct install."""
+    import ast
+
+    notebook = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))
+    cell = next("".join(c["source"]) for c in notebook["cells"]
+                if c["cell_type"] == "code" and "metadata.version(package)" in "".join(c["source"]))
+    listed = next(ast.literal_eval(node.value) for node in ast.walk(ast.parse(cell))
+                  if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "packages")
+    learner = {canonical(name) for name in pyproject_pins()}
+    assert listed and {canonical(name) for name in listed} <= learner, sorted(set(listed) - learner)
+    assert not {canonical(name) for name in listed} & TEST_TOOLS
+
+
+def test_the_package_ships_every_subpackage_of_the_companion():
+    """pyproject.toml names the companion's packages one by one: a new layer folder must be added there too."""
+    listed = set(pyproject()["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "companion").rglob("__init__.py")}
+    assert listed == on_disk, f"on disk, not listed: {sorted(on_disk - listed)}; listed, not on disk: {sorted(listed - on_disk)}"
 
 
 def test_ci_calls_the_readme_test_command():

@@ -4,11 +4,16 @@
     python tools/workbook.py test     # = make test: the same, plus the test tools, then the whole test suite
     python tools/workbook.py setup    # = make env: only the install (what `lab` and `test` do first)
     python tools/workbook.py setup --here   # into the Python running this script (conda, Binder, a dev container)
+    python tools/workbook.py lab -- --no-browser --port 8899   # anything after `--` goes to `jupyter lab`
+    python tools/workbook.py lab --dry-run  # print every command (install, kernel, settings, lab), run nothing
 
 The Makefile calls this script for its install step, so the two routes cannot drift apart: the pinned packages
 (`pip install -c constraints.txt -e .`), the workbook's Jupyter kernel `agent-memory` registered inside the
 environment with ORT_DISABLE_TELEMETRY=1, and the JupyterLab settings in tools/jupyterlab-overrides.json (autosave off,
-no news or update checks, no widget state saved). Only the standard library is used, so any Python 3.11+ runs it.
+no news or update checks, no widget state saved). The learner's install (`setup`, `lab`) is pyproject.toml's
+dependencies only; `test` adds the `test` and `book` extras (pytest, nbval, ruff, the book's Sphinx). Only the standard
+library is used, and every command is a list run without a shell, so any Python 3.11+ runs it, on Windows too (the
+venv's interpreter is then `.venv\\Scripts\\python.exe`).
 """
 
 from __future__ import annotations
@@ -41,16 +46,17 @@ class SetupError(SystemExit):
         super().__init__(f"workbook setup: {message}")
 
 
-def venv_python(venv: Path) -> Path:
+def venv_python(venv: Path, windows: bool | None = None) -> Path:
     """The interpreter of a venv, on POSIX (bin/python) and Windows (Scripts/python.exe)."""
-    windows = venv / "Scripts" / "python.exe"
-    return windows if windows.exists() or os.name == "nt" else venv / "bin" / "python"
+    on_windows = venv / "Scripts" / "python.exe"
+    if windows is None:
+        windows = os.name == "nt" or on_windows.exists()
+    return on_windows if windows else venv / "bin" / "python"
 
 
 def ensure_venv(venv: Path) -> Path:
     """Create the venv with the Python running this script unless one is there; refuse a folder that is not a venv."""
-    if sys.version_info < (3, 11):  # noqa: UP036 (this script may be started by an older Python: say so)
-        raise SetupError(f"Python 3.11 or newer is needed (this is {sys.version.split()[0]}); run this script with it")
+    check_python()
     if venv.exists() and not (venv / "pyvenv.cfg").exists():
         raise SetupError(f"{venv} exists but is not a virtual environment (no pyvenv.cfg): move it away or name another")
     if not venv.exists():
@@ -102,6 +108,22 @@ def setup(python: Path | str, prefix: Path, extras: list[str], *, dry_run: bool 
         shutil.copyfile(OVERRIDES, target)
 
 
+def lab_command(python: Path | str, jupyter_args: list[str]) -> list[str]:
+    """What `make lab` runs: the environment's JupyterLab on notebooks/ (plus whatever was given after `--`); the module,
+    not the `jupyter` command, so no console script needs to be on the PATH."""
+    return [str(python), "-m", "jupyterlab", "--ServerApp.root_dir=notebooks", "--allow-root", *jupyter_args]
+
+
+def test_command(python: Path | str) -> list[str]:
+    """What `make test` runs, in the offline environment OFFLINE_ENV."""
+    return [str(python), "-m", "pytest", *PYTEST_ARGS]
+
+
+def check_python() -> None:
+    if sys.version_info < (3, 11):  # noqa: UP036 (this script may be started by an older Python: say so)
+        raise SetupError(f"Python 3.11 or newer is needed (this is {sys.version.split()[0]}); run this script with it")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=["setup", "lab", "test"])
@@ -109,14 +131,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--here", action="store_true", help="install into the Python running this script, no venv")
     parser.add_argument("--extras", default="", help="comma-separated extras to add (test,book); `test` adds both")
     parser.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    args = parser.parse_args(argv)
+    parser.epilog = "lab only: arguments after `--` go to `jupyter lab` (e.g. -- --no-browser --port 8899)"
+    argv = list(sys.argv[1:] if argv is None else argv)
+    jupyter_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    if jupyter_args and args.command != "lab":
+        parser.error(f"arguments after `--` go to `jupyter lab`, so only with `lab`; got {' '.join(jupyter_args)}")
 
     extras = [e for e in args.extras.split(",") if e]
     if args.command == "test":
         extras = sorted(set(extras) | {"test", "book"})
-    python = Path(sys.executable) if args.here else (args.venv if args.dry_run else ensure_venv(args.venv))
-    if not args.here and args.dry_run:
-        python = venv_python(args.venv)
+    if args.here:
+        check_python()
+        python = Path(sys.executable)
+    else:
+        python = venv_python(args.venv) if args.dry_run else ensure_venv(args.venv)
     stamp = None if args.here else stamp_of(args.venv, extras)
     if stamp is not None and up_to_date(stamp) and not args.dry_run:
         print(f"{args.venv} is up to date ({stamp.name} is newer than the pins): nothing to install")
@@ -124,13 +153,18 @@ def main(argv: list[str] | None = None) -> int:
         setup(python, Path(sys.prefix) if args.here else args.venv.resolve(), extras, dry_run=args.dry_run)
         if stamp is not None and not args.dry_run:
             stamp.touch()
-    if args.dry_run or args.command == "setup":
+    if args.command == "setup":
         return 0
     if args.command == "lab":
-        command = [str(python), "-m", "jupyter", "lab", "--ServerApp.root_dir=notebooks", "--allow-root"]
-        return subprocess.call(command, cwd=REPO_ROOT, env={**os.environ, "ORT_DISABLE_TELEMETRY": "1"})
-    return subprocess.call([str(python), "-m", "pytest", *PYTEST_ARGS], cwd=REPO_ROOT, env={**os.environ, **OFFLINE_ENV})
-
+        command, env = lab_command(python, jupyter_args), {**os.environ, "ORT_DISABLE_TELEMETRY": "1"}
+    else:
+        if sys.platform.startswith("linux") and not os.access("/usr/bin/chromium", os.X_OK):  # as the Makefile says
+            print("No Chromium at /usr/bin/chromium (Debian: apt-get install chromium): the browser test will be skipped.")
+        command, env = test_command(python), {**os.environ, **OFFLINE_ENV}
+    print("+", " ".join(command), flush=True)
+    if args.dry_run:
+        return 0
+    return subprocess.call(command, cwd=REPO_ROOT, env=env)
 
 if __name__ == "__main__":
     sys.exit(main())

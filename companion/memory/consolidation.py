@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from companion.memory.selective_memory import LINEAGE_KEY, SelectiveMemoryStore, read_records
+from companion.memory.lineage import LINEAGE_KEY, LineageRecord
+from companion.memory.selective_memory import SelectiveMemoryStore, read_records
 from companion.models import facts as fact_rules
 from companion.models.embeddings import Embedder
 
@@ -50,8 +51,8 @@ __all__ = [
 ]
 
 DERIVED = "summary"
-"""How a record written by this job was derived (its lineage's `derived`): one memory standing for several, which
-name it among their `parents`. Its lineage also says `job: "consolidation"`."""
+"""How a record written by this job was derived (its lineage's `derived`, one of the lineage API's `DERIVATIONS`): one
+memory standing for the records it names as `parents`. Its lineage also says `job: "consolidation"`."""
 
 MERGE_PROMPT = (
     "You merge memories about one user. Each block between <content> delimiters is one stored memory; several say "
@@ -253,9 +254,10 @@ def consolidate(store: SelectiveMemoryStore, embedder: Embedder, threshold: floa
 
 
 def _origin(user: str | None, now: datetime, parents: Sequence[str], **extra: Any) -> dict[str, Any]:
-    """The lineage of what this job writes: derived by consolidation, from these records, for this user, now."""
-    return {"derived": DERIVED, "session_id": None, "messages": [], "user": user, "at": now.isoformat(),
-            "parents": list(parents), "job": "consolidation", **extra}
+    """The lineage of what this job writes (the shared `LineageRecord`): from these records, for this user, now, by
+    the consolidation job; `extra` adds a reader's keys (why a record ended)."""
+    record = LineageRecord(DERIVED, user=user, parents=tuple(parents)).at_time(now).to_dict()
+    return {**record, "job": "consolidation", **extra}
 
 
 def _end(path: str | Path, ends: dict[str, tuple[str, dict[str, Any]]], now: datetime) -> None:
@@ -269,8 +271,7 @@ def _end(path: str | Path, ends: dict[str, tuple[str, dict[str, Any]]], now: dat
         new_id, origin = ends[record["id"]]
         record["valid_until"] = now.isoformat()
         record["superseded_by"] = new_id
-        lineage = record.setdefault("metadata", {}).setdefault(LINEAGE_KEY, {"derived": "direct write",
-                                                                             "session_id": None, "messages": []})
+        lineage = record.setdefault("metadata", {}).setdefault(LINEAGE_KEY, LineageRecord("direct write").to_dict())
         lineage["replaced_by"] = {"id": new_id, **origin}
     by_id = {r["id"]: r for r in records}
     for new_id, _ in ends.values():  # the record that stands now names the first one it replaced, as the store does

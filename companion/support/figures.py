@@ -91,8 +91,9 @@ def bundles(fig: Any, text: str) -> list[tuple[dict[str, str], dict[str, Any]]]:
     return [image, caption]
 
 
-def show(fig: Any, text: str | None = None) -> str:
-    """Display `fig` with its description (see the module's docstring) and close it; returns the description.
+def show(fig: Any, text: str | None = None) -> None:
+    """Display `fig` with its description (see the module's docstring) and close it. Returns nothing, so that
+    `show(fig)` as a cell's last line adds no output of its own.
 
     `text` is the description; without it, the one the plot function attached with `describe_figure`. A figure without
     either raises ValueError: every figure in the workbook says what it shows."""
@@ -107,4 +108,3 @@ def show(fig: Any, text: str | None = None) -> str:
     for data, metadata in bundles(fig, text):
         display(data, raw=True, metadata=metadata)
     plt.close(fig)  # the inline backend would otherwise draw it a second time, without its description
-    return text

@@ -134,6 +134,13 @@ def test_a_venv_built_from_the_wheel_folder_alone_runs_notebook_00(wheel_folder)
         assert headlines and not any("FAIL" in line for line in headlines), "notebook 00's claims ledger holds"
         assert f"PREFIX {venv}" in printed, "the notebook's kernel was not the new venv's Python"
         assert f"COMPANION {copy}" in printed, "companion was not imported from the installed copy"
+        # The learner's install: every package notebook 00's environment check lists is there (cryptography and moto
+        # among them, named in pyproject.toml), and none of the test suite's tools (the `test` extra) is.
+        assert "strands-agents  1.62.0" in printed and "cryptography    " in printed and "moto            " in printed
+        assert "missing:" not in printed, [line for line in printed.splitlines() if "missing:" in line]
+        site = next((venv / "lib").glob("python3*/site-packages"))
+        installed = {wheelhouse._name(p.name.split("-")[0]) for p in site.glob("*.dist-info")}
+        assert not installed & {"pytest", "nbval", "ruff", "pytest-xdist", "playwright"}, sorted(installed)
         folder_mb, venv_mb = (wheelhouse.megabytes(wheelhouse.folder_size(p)) for p in (wheel_folder, venv))
         print(f"wheel folder {folder_mb}, venv {venv_mb}; install {installed_in:.0f} s, notebook 00 {ran_in:.0f} s")
     finally:

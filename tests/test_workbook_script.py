@@ -73,7 +73,7 @@ def test_lab_starts_the_environments_jupyterlab_on_the_notebooks_and_stops(tmp_p
             assert answer.status == 200 and "JupyterLab" in answer.read().decode()
     finally:
         if lab.poll() is None:
-            os.killpg(lab.pid, signal.SIGINT)  # the script and its JupyterLab, as Ctrl+C in the terminal
+            os.killpg(lab.pid, signal.SIGTERM)  # the script and its JupyterLab (which shuts down on SIGTERM)
             try:
                 lab.wait(30)
             except subprocess.TimeoutExpired:
@@ -109,3 +109,14 @@ def test_arguments_after_the_separator_go_to_jupyter_lab_only(tmp_path):
     refused = subprocess.run([sys.executable, str(SCRIPT), "test", "--dry-run", "--", "-k", "x"],
                              capture_output=True, text=True)
     assert refused.returncode == 2 and "only with `lab`" in refused.stderr
+
+
+def test_the_learners_venv_skips_byte_compiling_and_the_test_venv_compiles_every_module():
+    """make lab's install writes no .pyc files (Python writes those a run imports); make test's compiles all, also
+    what an earlier learner install left uncompiled; conda and Binder (--here) keep pip's default."""
+    script = load_script()
+    learner = script.install_commands("python", [])
+    assert "--no-compile" in learner[0] and [c[1:3] for c in learner[1:]] == [["-m", "ipykernel"]]
+    tested = script.install_commands("python", ["book", "test"])
+    assert "--no-compile" not in tested[0] and tested[1][1] == "-c" and "compileall.compile_dir" in tested[1][2]
+    assert "--no-compile" not in script.install_commands("python", [], here=True)[0]

@@ -119,8 +119,12 @@ def _pip_missing(output: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def install(source: Path, venv: Path, extras: list[str], stamp: Path | None, root: Path = REPO_ROOT, compile_: bool = True) -> None:
-    """Build (or complete) the venv from the folder only, then register the kernel as the Makefile does."""
+def install(source: Path, venv: Path, extras: list[str], stamp: Path | None, root: Path = REPO_ROOT,
+            compile_: bool | None = None) -> None:
+    """Build (or complete) the venv from the folder only, then register the kernel as the Makefile does. Byte-compiled
+    as tools/workbook.py's install is (compile_=None): not the learner's install, every module with the test extra."""
+    if compile_ is None:
+        compile_ = "test" in extras
     if not source.is_dir():
         raise UsageError(f"the wheel folder {source} does not exist: run `make wheelhouse` (with the network) first")
     if not any(source.glob("*.whl")):
@@ -244,7 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     inst.add_argument("--from", dest="source", type=Path, default=REPO_ROOT / "wheelhouse")
     inst.add_argument("--venv", type=Path, default=REPO_ROOT / ".venv")
     inst.add_argument("--stamp", type=Path, help="file to touch when done (the Makefile's .venv/.installed)")
-    inst.add_argument("--no-compile", action="store_true", help="skip writing .pyc files (faster install, slower first imports)")
+    compiling = inst.add_mutually_exclusive_group()
+    compiling.add_argument("--no-compile", dest="compile_", action="store_false", default=None,
+                           help="write no .pyc files (the default for the learner's install, as make lab)")
+    compiling.add_argument("--compile", dest="compile_", action="store_true",
+                           help="write a .pyc file for every module (the default with the test extra)")
     for sub in (down, inst):
         sub.add_argument("--extras", default="", help="comma-separated extras of pyproject.toml to include, e.g. book,test")
     size = commands.add_parser("sizes", help="what each dependency costs in a venv")
@@ -259,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         download(args.dest.resolve(), extras, args.platform, args.python_version)
         return 0
     try:
-        install(args.source.resolve(), args.venv.resolve(), extras, args.stamp, compile_=not args.no_compile)
+        install(args.source.resolve(), args.venv.resolve(), extras, args.stamp, compile_=args.compile_)
     except UsageError as error:
         print(f"wheelhouse: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -64,15 +64,28 @@ def ensure_venv(venv: Path) -> Path:
     return venv_python(venv)
 
 
-def install_commands(python: Path | str, extras: list[str]) -> list[list[str]]:
-    """The pip and ipykernel commands of the install, in order (also what `--dry-run` prints)."""
+# The learner's venv skips pip's byte-compiling: about 190 MiB of .pyc files, one for every module of every package,
+# where a run of the whole series and of JupyterLab imports about 55 MiB of them (Python writes those on first import,
+# a few seconds once). With the test extra every module is compiled (pip, then compileall for what an earlier learner
+# install left uncompiled): the suite starts hundreds of kernels, and where PYTHONDONTWRITEBYTECODE is set nothing
+# would be written. An environment that is not the workbook's own venv (--here: conda, Binder) keeps pip's default.
+COMPILE_ALL = ("import compileall, sysconfig; "
+               "[compileall.compile_dir(p, quiet=1, workers=0) for p in {sysconfig.get_path(n) for n in ('purelib', 'platlib')}]")
+
+
+def install_commands(python: Path | str, extras: list[str], *, here: bool = False) -> list[list[str]]:
+    """The pip, compile and ipykernel commands of the install, in order (also what `--dry-run` prints)."""
     target = "-e ." if not extras else f"-e .[{','.join(extras)}]"
-    return [
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", "constraints.txt",
-         *target.split(" ", 1)],
-        [str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL, "--display-name",
-         KERNEL_DISPLAY_NAME, "--env", "ORT_DISABLE_TELEMETRY", "1"],
+    compile_ = here or "test" in extras
+    commands = [
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         *([] if compile_ else ["--no-compile"]), "-c", "constraints.txt", *target.split(" ", 1)],
     ]
+    if "test" in extras:
+        commands.append([str(python), "-c", COMPILE_ALL])
+    commands.append([str(python), "-m", "ipykernel", "install", "--sys-prefix", "--name", KERNEL, "--display-name",
+                     KERNEL_DISPLAY_NAME, "--env", "ORT_DISABLE_TELEMETRY", "1"])
+    return commands
 
 
 def settings_dir(prefix: Path) -> Path:
@@ -93,14 +106,14 @@ def up_to_date(stamp: Path) -> bool:
     return stamp.exists() and all(stamp.stat().st_mtime >= p.stat().st_mtime for p in INPUTS)
 
 
-def setup(python: Path | str, prefix: Path, extras: list[str], *, dry_run: bool = False) -> None:
+def setup(python: Path | str, prefix: Path, extras: list[str], *, dry_run: bool = False, here: bool = False) -> None:
     """Install the pins (and extras), register the kernel and copy the JupyterLab settings into `python`'s env."""
-    for command in install_commands(python, extras):
+    for command in install_commands(python, extras, here=here):
         print("+", " ".join(command), flush=True)
         if not dry_run:
             result = subprocess.run(command, cwd=REPO_ROOT)
             if result.returncode != 0:
-                raise SetupError(f"`{' '.join(command[1:4])}` failed (exit {result.returncode}); its output is above")
+                raise SetupError(f"`{' '.join(command[1:4])[:60]}` failed (exit {result.returncode}); its output is above")
     target = settings_dir(prefix) / "overrides.json"
     print(f"+ copy {OVERRIDES.relative_to(REPO_ROOT)} -> {target}", flush=True)
     if not dry_run:
@@ -150,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if stamp is not None and up_to_date(stamp) and not args.dry_run:
         print(f"{args.venv} is up to date ({stamp.name} is newer than the pins): nothing to install")
     else:
-        setup(python, Path(sys.prefix) if args.here else args.venv.resolve(), extras, dry_run=args.dry_run)
+        setup(python, Path(sys.prefix) if args.here else args.venv.resolve(), extras, dry_run=args.dry_run,
+              here=args.here)
         if stamp is not None and not args.dry_run:
             stamp.touch()
     if args.command == "setup":

@@ -269,7 +269,8 @@ def test_staging_gives_each_figure_its_own_cell_with_its_description():
             "outputs": [*captioned[0], table, *captioned[1]]}
     staged = build_book.split_figures(cell)
     assert [len(c["outputs"]) for c in staged] == [1, 1, 1]
-    assert [c["source"] for c in staged] == ["show(fig)", "", ""]
+    assert [c["source"] for c in staged] == ["show(fig)"] * 3  # MyST-NB skips a cell without source
+    assert ["remove-input" in c["metadata"].get("tags", []) for c in staged] == [False, True, True]
     assert [c["id"] for c in staged] == ["c1", "c1-part1", "c1-part2"]
     assert staged[0]["metadata"]["mystnb"]["image"]["alt"] == captioned[0][0]["metadata"]["image/png"]["alt"]
     assert staged[2]["metadata"]["mystnb"]["figure"]["caption"] == captioned[1][1]["data"]["text/markdown"]

@@ -14,7 +14,7 @@ first cell, or else from the notebook's row in notebook 00's series table.
 Every figure says what it shows (companion.support.figures): a figure output carries its description in its metadata
 (`{"image/png": {"alt": ...}}`), with a caption output under it. MyST-NB takes an image's alt text and a figure's caption
 only from the cell's metadata (`mystnb: {image: {alt}, figure: {caption}}`), one for all the images of a cell, so the
-staged copy gives each figure a cell of its own (the outputs after it follow in a cell without its source) whose
+staged copy gives each figure a cell of its own (the outputs after it follow in a cell that hides the source) whose
 metadata holds that figure's description as the alt text and as the caption; the caption output is left out there,
 since the figure's caption now says it.
 """
@@ -99,7 +99,8 @@ def figure_description(output: dict) -> str:
 def split_figures(cell: dict) -> list[dict]:
     """The cell as staged: each figure output in a cell of its own, whose MyST-NB metadata gives that figure its
     description as alt text and its caption as the figure's caption (see the module's docstring); the other outputs
-    stay in order, in cells that show no source. A cell without figures is returned as it is."""
+    stay in order. Only the first cell shows the source (the others are tagged remove-input). A cell without figures
+    is returned as it is."""
     outputs = cell.get("outputs", []) if cell["cell_type"] == "code" else []
     if not any(is_figure(o) for o in outputs):
         return [cell]
@@ -129,7 +130,7 @@ def split_figures(cell: dict) -> list[dict]:
         if options:
             metadata["mystnb"] = {**metadata.get("mystnb", {}), **options}
         staged.append({**cell, "id": f"{cell.get('id', 'cell')}-part{number}" if number else cell.get("id", "cell"),
-                       "metadata": metadata, "source": cell["source"] if number == 0 else "", "outputs": part})
+                       "metadata": metadata, "outputs": part})  # the source stays: MyST-NB skips a cell without one
     return staged
 
 

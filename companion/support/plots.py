@@ -430,7 +430,7 @@ def similarity_bars_plot(labels: Sequence[str], scores: Sequence[float], query: 
         text += f"; the memory that answers ranks {rank + 1} at {ranked[rank][1]:.3f}"
     if min_score is not None:
         above = sum(score >= min_score for _, score in ranked)
-        text += f"; {above} of them score at least min_score {min_score:g}"
+        text += f"; {above} of the {len(ranked)} {'scores' if above == 1 else 'score'} at least min_score {min_score:g}"
     if top_k:
         text += f"; the top_k = {top_k} band holds ranks 1-{min(top_k, len(ranked))}"
     return describe_figure(fig, text + ".")

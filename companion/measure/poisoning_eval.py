@@ -47,6 +47,7 @@ from companion.memory.selective_memory import Clock, RecordingModel, SelectiveMe
 from companion.memory.write_policy import MemoryWriteGuard, PolicyExtractor, SpeakerLog, WritePolicy, data_format, read_audit
 from companion.models import facts as fact_rules
 from companion.models.model_wrapper import WrappedModel
+from companion.support.figures import describe_figure
 from companion.support.messages import message_text
 
 __all__ = [
@@ -411,7 +412,13 @@ def rates_plot(panels: dict[str, dict[str, dict[str, Any]]], title: str) -> Any:
         axes[0][-1].legend(loc="upper right", fontsize=9)
         fig.suptitle(title, fontsize=13)
         fig.tight_layout()
-    return fig
+    parts = []
+    for name, runs in panels.items():
+        for run, summary in runs.items():
+            shares = ", ".join(f"{short} {_count(summary, label)}/{summary[total]}" for label, total, short in metrics)
+            parts.append(f"{name}, {run}: {shares}")
+    return describe_figure(fig, f"Bar charts, one panel per set ({', '.join(panels)}), one bar group per run, shares "
+                                f"with 95% Wilson intervals: {'; '.join(parts)}.")
 
 
 def _count(summary: dict[str, Any], label: str) -> int:

@@ -56,6 +56,7 @@ from companion.memory.lineage import (
 from companion.models import facts as fact_rules
 from companion.models.metering import MeteredModel
 from companion.support.conversations import load_script
+from companion.support.figures import describe_figure
 from companion.support.messages import is_extraction_request, message_text
 
 START = datetime(2026, 1, 5, 9, 0)
@@ -512,7 +513,13 @@ def memory_map(agent: Any, call_messages: Messages, *, session_manager: Any = No
                         arrowprops={"arrowstyle": "-|>", "lw": 2, "color": "#555555", "linestyle": style, "shrinkA": 0})
         ax.set_title(title or "Where each kind of memory enters a model call", fontsize=15)
         fig.tight_layout()
-    return fig
+
+    def line(body: str) -> str:
+        return ", ".join(body.split("\n"))
+
+    return describe_figure(fig, f"Diagram of one model call ({' '.join(model_name.split())}) with four kinds of memory "
+                                f"pointing into it: working memory, {line(working)}; short-term memory, {line(short)}; "
+                                f"long-term memory, {line(long)}; durable state, on a dashed arrow, {line(durable)}.")
 
 
 def policy_plot(rows: Sequence[dict[str, Any]], metrics: Sequence[str], title: str) -> Any:
@@ -534,4 +541,9 @@ def policy_plot(rows: Sequence[dict[str, Any]], metrics: Sequence[str], title: s
             ax.grid(axis="y", alpha=0.3)
         fig.suptitle(title, fontsize=15)
         fig.tight_layout()
-    return fig
+
+    def shown(value: Any) -> str:
+        return f"{value:.2f}" if isinstance(value, float) and value <= 1 else f"{value:g}"
+
+    parts = "; ".join(f"{metric}: " + ", ".join(f"{r['policy']} {shown(r[metric])}" for r in rows) for metric in metrics)
+    return describe_figure(fig, f"{len(metrics)} bar charts, one per measure, one bar per policy: {parts}.")

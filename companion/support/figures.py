@@ -79,8 +79,9 @@ def png(fig: Any, text: str) -> bytes:
 
 
 def caption_markdown(text: str) -> str:
-    """The caption as Markdown, with the characters Markdown would read as formatting escaped."""
-    return "*Figure:* " + re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", text)
+    """The caption as Markdown, with the characters Markdown (and JupyterLab's math) would read as formatting escaped;
+    the caption starts with "*Figure:*", so nothing in the text begins a line."""
+    return "*Figure:* " + re.sub(r"([\\`*_\[\]<>|~$])", r"\\\1", text)
 
 
 def bundles(fig: Any, text: str) -> list[tuple[dict[str, str], dict[str, Any]]]:

@@ -58,3 +58,11 @@ def test_value_words_and_an_empty_value():
     assert value_words("555-0142") == ["555", "0142"]
     with pytest.raises(ValueError):
         paraphrases(".", "  -- ", embedder=None)
+
+
+def test_ids_and_timestamps_are_not_taken_for_a_number_said_another_way(tmp_path, embedder):
+    (tmp_path / "agent.json").write_text(json.dumps({
+        "tracking_id": "04008f06-7868-4346-96f2-dee1648800a6", "at": "2026-01-05T09:00:00",
+        "note": "phone number: 0142, no. 555"}))
+    found = paraphrases(tmp_path, "555-0142", embedder=embedder).places
+    assert [p.where for p in found] == ["note"]

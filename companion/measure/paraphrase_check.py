@@ -11,7 +11,8 @@ and for the value's words in any order instead, with neither forget()'s reading 
   more with the value's embedding;
 - in every other file (session JSON, markdown, text): each string is cut into clauses (at . ! ? before a capital, ; and line breaks), the
   clauses are put in a throw-away in-memory FTS5 table and asked the same question, and each clause is embedded with
-  the same embedder and compared with the value's embedding.
+  the same embedder and compared with the value's embedding (a clause of one token, such as an id or a timestamp, or
+  with no word of letters, by FTS5 only: the embedding model scores strings of digits close to each other).
 
 With `user`, only that user's data is searched: the store rows whose metadata names that user, the sessions whose
 agent.json says that user, and `memory/<user>/`; files that belong to no user (or to this one) are searched too.
@@ -41,6 +42,8 @@ THRESHOLD = 0.6
 
 _CLAUSE = re.compile(r"(?<=[.!?])\s+(?![a-z0-9])|(?<=;)\s+|\n+")  # "no. 12" stays one clause
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+_WORD = re.compile(r"(?<!\w)[^\W\d_]{2,}(?!\w)")
+"""A word of two letters or more standing alone (not inside a run like '96f2' or 'dee1648800a6')."""
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,8 @@ def paraphrases(root: str | os.PathLike, value: str, *, embedder: Any, user: str
         distinct = list(dict.fromkeys(c for _, _, c in clauses))
         embedded = dict(zip(distinct, (_unit(v) for v in embedder.embed(distinct))))
         for n, (_, _, clause) in enumerate(clauses):
+            if " " not in clause or not _WORD.search(clause):
+                continue  # one token (an id, a timestamp) or no word: FTS5 only, embeddings score these too close
             cosine = float(embedded[clause] @ vector)
             if cosine >= threshold:
                 how.setdefault(n, []).append(f"cosine {cosine:.2f}")

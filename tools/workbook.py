@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
               here=args.here)
         if stamp is not None and not args.dry_run:
             stamp.touch()
+            if stamp.name != ".installed":  # the learner's install is part of it, as `make test` touches both
+                (args.venv / ".installed").touch()
     if args.command == "setup":
         return 0
     if args.command == "lab":
@@ -179,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         return 0
     return subprocess.call(command, cwd=REPO_ROOT, env=env)
+
 
 if __name__ == "__main__":
     sys.exit(main())

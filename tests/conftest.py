@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
+import background
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,3 +67,102 @@ def pytest_terminal_summary(terminalreporter):
     folders = sorted({value for report in reports for name, value in report.user_properties if name == "browser screenshots"})
     for folder in folders:
         terminalreporter.write_line(f"browser test screenshots: {folder}")
+
+
+
+
+# --- how `make test` shares the work between its two workers (pytest-xdist, `--dist loadgroup`) ------------------------
+#
+# A work unit goes to one worker and runs there in collection order. The units:
+# - a notebook's nbval cells (one kernel, in order): the notebook;
+# - the tests of a module that use a fixture of module or session scope defined in that test module (one series
+#   replay, one JupyterLab, one endpoint, one book build): those tests together, so the fixture is built once;
+# - the other tests of a module not in INDEPENDENT_TEST_MODULES: the module, as before (written to share a process);
+# - every other test (a papermill replay, an exercise): on its own, so one module's slow tests spread over both workers.
+# The units are handed out slowest first (EXPECTED_SECONDS, measured on 2 cores; a unit not listed counts 0.3 s per
+# test), so no long unit starts last while the other worker idles. The workers compute the units (they have the
+# tests) and write them to the session's temp folder; the scheduler below (xdist's hook) reads them. xdist's own
+# `loadgroup` cannot be used as is: it marks a group by renaming the test, which pytest 9 ignores.
+
+# Modules whose tests each stand alone (their own tmp_path and workspace, a kernel or subprocess of their own).
+INDEPENDENT_TEST_MODULES = ("test_exercises_", "test_notebooks_papermill", "test_replay", "test_s3_vs_disk",
+                            "test_offline_install", "test_telemetry", "test_series_map", "test_offline_guard")
+
+# Seconds a unit takes on the 2-core machine (the longest pattern that starts the unit's name wins).
+EXPECTED_SECONDS = {
+    "tests/test_browser.py": 170,  # JupyterLab and Chromium: every notebook, Restart & Run All
+    "tests/test_replay.py::shared": 150,  # the whole series on the local Bedrock path, second voice
+    "tests/test_offline_install.py::test_a_venv_built": 60,
+    "tests/test_book.py::shared": 50,
+    "tests/test_exercises_11.py::test_exercises_1_to_4": 35,
+    "tests/test_notebooks_papermill.py::test_replay_with_other_parameters[pm_06]": 35,
+    "tests/test_replay.py::test_sigterm": 30,
+    "tests/test_replay.py::test_interrupting": 30,
+    "tests/test_s3_vs_disk.py": 30,
+    "notebooks/": 25,  # a notebook's nbval run
+    "tests/test_notebooks_papermill.py::test_replay_with_other_parameters": 25,
+    "tests/test_exercises_": 15,  # a papermill run of a notebook (a refused parameter: a few seconds)
+    "tests/test_telemetry.py": 1,  # its 30-second process runs in the background from the start of the session
+}
+UNITS_FILE = "work-units.json"
+
+
+def _shares_a_fixture(item) -> bool:
+    """Whether `item` uses a fixture of module, package or session scope that its own test module defines."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    module = getattr(getattr(item, "module", None), "__name__", None)
+    return any(d[-1].scope in ("module", "package", "session") and getattr(d[-1].func, "__module__", "") == module
+               for d in definitions.values())
+
+
+def work_unit(item) -> str:
+    """The work unit `item` belongs to (its own node id for a test that may run on any worker by itself)."""
+    path = item.nodeid.split("::", 1)[0]
+    if path.endswith(".ipynb"):
+        return path
+    if _shares_a_fixture(item):
+        return f"{path}::shared"
+    return item.nodeid if Path(path).stem.startswith(INDEPENDENT_TEST_MODULES) else path
+
+
+def expected_seconds(unit: str, tests: int) -> float:
+    matches = [pattern for pattern in EXPECTED_SECONDS if unit.startswith(pattern)]
+    return EXPECTED_SECONDS[max(matches, key=len)] if matches else 0.3 * tests
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker under `--dist loadgroup`: order the tests unit by unit, slowest first; write the units."""
+    if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
+        return
+    units: dict[str, list] = {}
+    for item in items:
+        units.setdefault(work_unit(item), []).append(item)
+    slowest_first = sorted(units.items(), key=lambda entry: -expected_seconds(entry[0], len(entry[1])))  # stable
+    items[:] = [item for _, members in slowest_first for item in members]
+    target = background.shared_folder(config) / UNITS_FILE
+    part = target.with_name(f"{UNITS_FILE}.{config.workerinput['workerid']}")
+    part.write_text(json.dumps({item.nodeid: unit for unit, members in slowest_first for item in members}))
+    os.replace(part, target)  # every worker writes the same map; a reader sees one whole
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup`: xdist's scope scheduler, with the scopes the workers wrote and in their order."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False  # keep the order the workers chose (slowest first)
+            self.units: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.units is None:  # read once the workers have collected (the scheduler asks only then)
+                path = background.shared_folder(self.config) / UNITS_FILE
+                self.units = json.loads(path.read_text()) if path.exists() else {}
+            return self.units.get(nodeid) or self.units.get(nodeid.rsplit("@", 1)[0]) or nodeid.rsplit("::", 1)[0]
+
+    return WorkUnitScheduling(config, log)

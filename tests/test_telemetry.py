@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import background
 import pytest
 
 from conftest import REPO
@@ -34,20 +35,31 @@ print("embedded", count)
 """
 
 
-@pytest.fixture(scope="module")
-def embedding_run(tmp_path_factory):
-    """One 30-second embedding process with HOME in a temporary directory, under strace when it is installed."""
-    home = tmp_path_factory.mktemp("home")
-    trace = home.parent / "strace.log"
+def embedding_process(folder: Path) -> dict:
+    """The 30-second embedding process: HOME is an empty folder of its own, under strace when it is installed."""
+    home = folder / "home"
+    home.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
     env.update(HOME=str(home), PYTHONPATH=str(REPO))
     command = [sys.executable, "-c", EMBED_FOR]
     strace = shutil.which("strace")
     if strace:
-        command = [strace, "-f", "-qq", "-e", "trace=connect,sendto", "-o", str(trace)] + command
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=SECONDS + 60)
-    assert done.returncode == 0 and "embedded" in done.stdout, done.stdout + done.stderr
-    return home, (trace.read_text() if strace and trace.exists() else None)
+        command = [strace, "-f", "-qq", "-e", "trace=connect,sendto", "-o", str(folder / "strace.log")] + command
+    return {"args": command, "cwd": REPO, "env": env}
+
+
+# Started when the session starts (tests/background.py) and run beside the other tests: its 30 seconds are mostly
+# sleep, and no worker waits on them; the fixture below reads what it did.
+BACKGROUND = {"telemetry-embedding": embedding_process}
+
+
+@pytest.fixture(scope="module")
+def embedding_run(request):
+    """The 30-second embedding process's HOME and its strace log (None without strace)."""
+    done = background.result(request.config, "telemetry-embedding", embedding_process, timeout=SECONDS + 180)
+    assert done["returncode"] == 0 and "embedded" in done["stdout"], done["stdout"] + done["stderr"]
+    trace = done["folder"] / "strace.log"
+    return done["folder"] / "home", (trace.read_text() if shutil.which("strace") and trace.exists() else None)
 
 
 def test_no_telemetry_files_in_home(embedding_run):

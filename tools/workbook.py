@@ -66,8 +66,8 @@ def ensure_venv(venv: Path) -> Path:
 
 # The learner's venv skips pip's byte-compiling: about 190 MiB of .pyc files, one for every module of every package,
 # where a run of the whole series and of JupyterLab imports about 55 MiB of them. Python writes those on first import:
-# the first notebook run once took 39 s instead of 20 s on the project's loaded 2-core machine, and pip's install took
-# about 40 s less. With the test extra every module is compiled (pip, then compileall for what an earlier learner
+# the first notebook run once took 39 s instead of 20 s on the project's loaded 2-core machine, and pip's install used
+# about 30 s less CPU (38 s instead of 68 s). With the test extra every module is compiled (pip, then compileall for what an earlier learner
 # install left uncompiled): the suite starts hundreds of kernels, and where PYTHONDONTWRITEBYTECODE is set nothing
 # would be written. An environment that is not the workbook's own venv (--here: conda, Binder) keeps pip's default.
 COMPILE_ALL = ("import compileall, sysconfig; "

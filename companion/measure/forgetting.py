@@ -57,6 +57,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -531,6 +532,7 @@ def forget(
                 folded = redacted_messages[:folded_count]
                 manager["summary_message"] = {**_summarize(summarizer, folded),
                                               **{k: summary[k] for k in ("tracking_id", "metadata") if k in summary}}
+                _rederived_now(manager["summary_message"])
                 how = f"summary re-written by the model from the {len(folded)} redacted messages it folded"
             else:
                 manager["summary_message"] = _redact_json(summary, key, values, drop_entries=False)
@@ -653,6 +655,14 @@ def forget(
     finally:
         db.close()
     return report
+
+
+def _rederived_now(summary: dict[str, Any]) -> None:
+    """A re-made summary keeps its lineage record (the same folded messages) with the time it was derived again."""
+    record = ((summary.get("metadata") or {}).get("custom") or {}).get(LINEAGE_KEY)
+    if isinstance(record, dict) and "derived" in record:
+        summary["metadata"] = json.loads(json.dumps(summary["metadata"]))
+        summary["metadata"]["custom"][LINEAGE_KEY]["at"] = datetime.now(UTC).isoformat()
 
 
 def _session_of(agent_json: Path) -> str:

@@ -16,7 +16,8 @@ instructor laptop of another kind, name its platform and Python (pip's --platfor
 macosx_11_0_arm64 and 3.12).
 
 `install` creates the venv with the Python running this script (if absent), installs with `pip --no-index
---find-links DIR` (pip never contacts an index), registers the workbook's Jupyter kernel and the JupyterLab settings
+--find-links DIR` (pip never contacts an index; like `make lab`, it writes no .pyc files for the learner's install and
+compiles every module with the test extra), registers the workbook's Jupyter kernel and the JupyterLab settings
 exactly as `make env` does, and touches the Makefile's stamp so `make lab` uses the venv as it is. It refuses, with
 one message and exit status 2 and before writing anything, a folder with no wheels, a folder missing a wheel the
 workbook names directly, and a --venv that exists but is not a virtual environment; a wheel pip still cannot find

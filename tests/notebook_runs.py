@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 import papermill
+import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
@@ -62,3 +63,25 @@ def checks_held(notebook: nbformat.NotebookNode) -> bool:
     """True when the run showed at least one claims ledger and no row of any ledger fails."""
     headlines = list(LEDGER_HEADLINE.finditer(ledger_text(notebook)))
     return bool(headlines) and not any("FAIL" in h.group("rest") for h in headlines)
+
+
+def run_once(tmp_path_factory, name: str, parameters: dict, extra_cells: Sequence[str] = (), *,
+             defaults: dict | None = None) -> tuple[nbformat.NotebookNode, Path]:
+    """One run for several tests (call it from a fixture of module scope): `run` in a folder and a workspace root of
+    its own. Returns the executed notebook and that workspace root. Put several exercises' solutions in one run only
+    where they cannot change each other's output (each in its own cell, with its own names, working on its own files
+    or reading before another writes), and say so in the fixture's docstring; tests/conftest.py keeps the tests that
+    share the fixture on one worker."""
+    folder = tmp_path_factory.mktemp(Path(name).stem)
+    root = folder / "workspace"
+    root.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WORKBOOK_WORKSPACE_ROOT", str(root))
+        notebook = run(name, folder, parameters, extra_cells, defaults=defaults)
+    return notebook, root.resolve()
+
+
+def cell_stdout(notebook: nbformat.NotebookNode, source: str) -> str:
+    """What the last code cell whose source is `source` printed (its stdout)."""
+    (cell, *_) = [c for c in reversed(notebook.cells) if c.cell_type == "code" and c.source == source]
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import notebook_runs
 import papermill
 import pytest
 from notebook_runs import checks_held, ledger_text
@@ -58,15 +59,30 @@ def test_exercise_1_replay_with_other_facts(tmp_path, workspace_root):
     assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_00a"]
 
 
-def test_code_exercises_2_to_4_run_after_the_check_cells(tmp_path, workspace_root):
+# Another backend, without calling it: the check cells run again with $WORKBOOK_BACKEND=bedrock (the notebook's model
+# stays the offline one). Only the rows about the offline model's own decisions or token count may be skipped.
+OTHER_BACKEND = """
+import os
+os.environ["WORKBOOK_BACKEND"], backend = "bedrock", None
+print("backend now:", resolve_backend(backend))
+"""
+
+
+@pytest.fixture(scope="module")
+def solutions_then_other_backend(tmp_path_factory):
+    """One run for the code exercises and the other backend: the solutions of exercises 2 to 4 in new cells after
+    "Check yourself", the check cells again (they still hold), then $WORKBOOK_BACKEND=bedrock and the check cells a
+    third time. Each solution works in its own names and sessions; the backend switch comes after all of them."""
     blocks = solution_code()
-    assert len(blocks) == 3, "exercises 2, 3 and 4 each have solution code"
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    notebook.cells += [nbformat.v4.new_code_cell(block) for block in blocks]
-    notebook.cells += [nbformat.v4.new_code_cell(source) for source in check_cells(notebook)]  # the checks again
-    path = tmp_path / "with_solutions.ipynb"
-    nbformat.write(notebook, path)
-    printed, result = run(path, tmp_path, {"workspace": "ex_00b"})
+    checks = check_cells(nbformat.read(NOTEBOOK, as_version=4))
+    result, workspace = notebook_runs.run_once(tmp_path_factory, NOTEBOOK.name, {"workspace": "ex_00b"},
+                                               [*blocks, *checks, OTHER_BACKEND, *checks])
+    return notebook_runs.printed(result), result, len(blocks)
+
+
+def test_code_exercises_2_to_4_run_after_the_check_cells(solutions_then_other_backend):
+    printed, result, solutions = solutions_then_other_backend
+    assert solutions == 3, "exercises 2, 3 and 4 each have solution code"
     assert checks_held(result), ledger_text(result)
     assert ledger_text(result).count("17 of 17 claims hold") == 2, "the checks hold before and after the exercises"
     # exercise 2: the baseline's number, then the latest statement
@@ -80,24 +96,12 @@ def test_code_exercises_2_to_4_run_after_the_check_cells(tmp_path, workspace_roo
     assert re.search(r"1 turns: 2 messages\n2 turns: 4 messages\n3 turns: 6 messages\n", printed)
 
 
-# Another backend, without calling it: the check cells run again with $WORKBOOK_BACKEND=bedrock (the notebook's model
-# stays the offline one). Only the rows about the offline model's own decisions or token count may be skipped.
-OTHER_BACKEND = """
-import os
-os.environ["WORKBOOK_BACKEND"], backend = "bedrock", None
-print("backend now:", resolve_backend(backend))
-"""
-
-
-def test_on_another_backend_only_the_offline_rows_are_skipped(tmp_path, workspace_root):
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    notebook.cells += [nbformat.v4.new_code_cell(OTHER_BACKEND)]
-    notebook.cells += [nbformat.v4.new_code_cell(source) for source in check_cells(notebook)]
-    path = tmp_path / "other_backend.ipynb"
-    nbformat.write(notebook, path)
-    printed, result = run(path, tmp_path, {"workspace": "ex_00c"})
+def test_on_another_backend_only_the_offline_rows_are_skipped(solutions_then_other_backend):
+    printed, result, _ = solutions_then_other_backend
     assert "backend now: bedrock" in printed
-    offline, other = ledger_text(result).split("Check yourself: ")[1:]
+    ledgers = ledger_text(result).split("Check yourself: ")[1:]
+    assert len(ledgers) == 3, "the notebook's checks, again after the solutions, then on the other backend"
+    offline, other = ledgers[0], ledgers[-1]
     assert offline.startswith("17 of 17 claims hold\n")
     assert other.startswith("15 of 17 claims hold, 2 not checked on this run\n"), other
     skipped = [line for line in other.splitlines() if line.startswith("– ")]

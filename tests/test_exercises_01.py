@@ -19,14 +19,22 @@ def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbform
     return notebook_runs.run(NAME, tmp_path, parameters, extra_cells)
 
 
-def test_code_exercises_1_and_2(tmp_path, workspace_root):
-    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
-    first, second, _, _ = solution_code(notebook)
-    result = run(tmp_path, {"workspace": "ex_01a"}, [
-        "print('files before:', len(message_files(storage_dir, session_id)))",
-        first,
-        second,
-    ])
+FILES_BEFORE = "print('files before:', len(message_files(storage_dir, session_id)))"
+
+
+@pytest.fixture(scope="module")
+def with_solutions(tmp_path_factory):
+    """One run of the notebook with the solutions of exercises 3, 1, 2 and 5 appended, each in a new cell after
+    "Check yourself": exercise 3 first (it reads the session's first reply before exercises 1 and 2 add turns to that
+    session; it writes nothing), exercise 5 last (it repairs the crash sessions, which no other solution touches)."""
+    first, second, third, fifth = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
+    result, workspace = notebook_runs.run_once(tmp_path_factory, NAME, {"workspace": "ex_01a"},
+                                               [third, FILES_BEFORE, first, second, fifth])
+    return result, workspace, third
+
+
+def test_code_exercises_1_and_2(with_solutions):
+    result, workspace_root, _ = with_solutions
     text = printed(result)
     assert checks_held(result), ledger_text(result)
     assert "files before: 4\n8\n" in text, "exercise 1: 8 message files where Phase 2 left 4"
@@ -36,22 +44,20 @@ def test_code_exercises_1_and_2(tmp_path, workspace_root):
     assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_01a"]
 
 
-def exercise_3_fields(result: nbformat.NotebookNode) -> dict:
-    """The JSON line the exercise 3 solution printed (the last cell's output)."""
-    (output,) = [o for o in result.cells[-1].outputs if o.get("name") == "stdout"]
-    return json.loads(output["text"].strip().splitlines()[-1])
+def exercise_3_fields(result: nbformat.NotebookNode, source: str) -> dict:
+    """The JSON line the exercise 3 solution (the cell `source`) printed."""
+    return json.loads(notebook_runs.cell_stdout(result, source).strip().splitlines()[-1])
 
 
-def test_code_exercise_3_run_twice(tmp_path, workspace_root):
-    """Exercise 3 compares two runs of the notebook: the timestamps and the tracking id change, the rest stays."""
-    third = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))[2]
+def test_code_exercise_3_run_twice(with_solutions, tmp_path, workspace_root):
+    """Exercise 3 compares two runs of the notebook: the timestamps and the tracking id change, the rest stays. The
+    first run is the shared one above; the second is a run of its own, after it."""
+    earlier, _, third = with_solutions
+    later = run(tmp_path, {"workspace": "ex_01c"}, [third])
     runs = []
-    for number in (1, 2):
-        folder = tmp_path / f"run{number}"
-        folder.mkdir()
-        result = run(folder, {"workspace": "ex_01c"}, [third])
+    for result in (earlier, later):
         assert checks_held(result), ledger_text(result)
-        runs.append(exercise_3_fields(result))
+        runs.append(exercise_3_fields(result, third))
     first, second = runs
     assert set(first) == {"message_id", "role", "text", "tracking_id", "created_at", "updated_at"}
     for field in ("created_at", "updated_at", "tracking_id"):
@@ -74,10 +80,9 @@ def test_exercise_4_three_writers(tmp_path, workspace_root):
     assert "messages restored by each writer, sorted: [2, 4, 6]" in text
 
 
-def test_code_exercise_5_nothing_left_to_repair(tmp_path, workspace_root):
+def test_code_exercise_5_nothing_left_to_repair(with_solutions):
     """A second repair writes nothing: the repaired session ends with an answer, the copy with a user message."""
-    fifth = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))[3]
-    result = run(tmp_path, {"workspace": "ex_01e"}, [fifth])
+    result, _, _ = with_solutions
     assert checks_held(result), ledger_text(result)
     assert "repair wrote: ['message_2.json', 'message_3.json']" in printed(result), "the baseline: two files"
     (output,) = [o for o in result.cells[-1].outputs if o.get("name") == "stdout"]

@@ -124,15 +124,15 @@ def test_smallest_window_keeps_the_checks(tmp_path, workspace_root):
     assert table_row(text, "sliding window (2)")[-1] == "0/3"
 
 
-def test_parameters_outside_the_lesson_stop_with_a_reason(tmp_path, workspace_root):
-    for parameters, message in [
-        ({"window_size": 5}, "window_size must be an even number of 2 or more"),
-        ({"turns": 300}, "turns must be a whole number from 8 to 200"),
-        ({"turns": 60, "payoff_turns": 40}, "payoff_turns must be a whole number from 60 to 200"),
-        ({"summary_ratio": 0.95}, "summary_ratio must be a number in"),
-    ]:
-        with pytest.raises(papermill.PapermillExecutionError, match=message):
-            run(NAME, tmp_path, {"workspace": "ex_07x", **parameters})
+@pytest.mark.parametrize("parameters, message", [
+    ({"window_size": 5}, "window_size must be an even number of 2 or more"),
+    ({"turns": 300}, "turns must be a whole number from 8 to 200"),
+    ({"turns": 60, "payoff_turns": 40}, "payoff_turns must be a whole number from 60 to 200"),
+    ({"summary_ratio": 0.95}, "summary_ratio must be a number in"),
+])
+def test_parameters_outside_the_lesson_stop_with_a_reason(parameters, message, tmp_path, workspace_root):
+    with pytest.raises(papermill.PapermillExecutionError, match=message):
+        run(NAME, tmp_path, {"workspace": "ex_07x", **parameters})
 
 
 @pytest.mark.parametrize("preserve, ratio", [(0, 0.3), (2, 0.3), (3, 0.5), (4, 0.3), (5, 0.1)])

@@ -168,3 +168,28 @@ def pytest_xdist_make_scheduler(config, log):
             return self.units.get(nodeid) or self.units.get(nodeid.rsplit("@", 1)[0]) or nodeid.rsplit("::", 1)[0]
 
     return WorkUnitScheduling(config, log)
+
+
+# --- what each test costs in CPU (opt-in) -------------------------------------------------------------------------------
+# On 2 cores the suite is bound by CPU, not by waiting: --durations shows wall time, which depends on what else runs.
+# With WORKBOOK_TEST_CPU=<file>, each test appends one JSON line: its node id, wall seconds, and the CPU seconds of the
+# worker and of the processes it started and waited for (kernels, subprocesses).
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    target = os.environ.get("WORKBOOK_TEST_CPU")
+    if not target:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu(who):
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    started, own, children = time.monotonic(), cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+    yield
+    line = {"test": item.nodeid, "wall": round(time.monotonic() - started, 2),
+            "cpu": round(cpu(resource.RUSAGE_SELF) - own, 2), "children": round(cpu(resource.RUSAGE_CHILDREN) - children, 2)}
+    with open(target, "a") as out:
+        out.write(json.dumps(line) + "\n")

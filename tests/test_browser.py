@@ -217,7 +217,7 @@ class Lab:
             state = self.state()
             if self.popups() or (state and state["path"] == name and state["kernelStatus"] == "idle"):
                 return state
-            time.sleep(0.5)
+            time.sleep(0.25)
         raise AssertionError(f"{name}: the kernel was not idle within 120 s (last state {state})")
 
     def restart_and_run_all(self) -> dict:
@@ -239,9 +239,9 @@ class Lab:
             done = started and state["kernelStatus"] == "idle" and not state["running"] and (
                 state["executed"] == state["codeCells"] or state["errors"])
             stable = stable + 1 if done else 0
-            if stable >= 3:
+            if stable >= 5:  # finished, and still so a second later (four more looks, 0.25 s apart)
                 return state
-            time.sleep(1)
+            time.sleep(0.25)
         raise AssertionError(f"Run All did not finish within {RUN_ALL_TIMEOUT} s: {state}; kernel statuses: {statuses}")
 
     def close_current(self) -> None:

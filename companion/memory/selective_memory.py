@@ -517,8 +517,9 @@ def memory_map(agent: Any, call_messages: Messages, *, session_manager: Any = No
     def line(body: str) -> str:
         return ", ".join(body.split("\n"))
 
-    return describe_figure(fig, f"Diagram of one model call ({' '.join(model_name.split())}) with four kinds of memory "
-                                f"pointing into it: working memory, {line(working)}; short-term memory, {line(short)}; "
+    heading = title or "Where each kind of memory enters a model call"
+    return describe_figure(fig, f"Diagram titled '{heading}': one model call ({' '.join(model_name.split())}) with four "
+                                f"kinds of memory pointing into it: working memory, {line(working)}; short-term memory, {line(short)}; "
                                 f"long-term memory, {line(long)}; durable state, on a dashed arrow, {line(durable)}.")
 
 

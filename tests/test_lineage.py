@@ -161,3 +161,25 @@ def test_markdown_lines_carry_their_lineage_in_a_comment():
     text = "\n".join(["# Facts about ada", line, markdown_line("A line without lineage.", None)])
     shown = LineageRecord("extraction", "ada-selective", (8, 9), at="2026-01-05T10:34:00")  # the file is ada's
     assert read_markdown_lineage(text) == [("The user's editor is Vim.", shown), ("A line without lineage.", None)]
+
+
+def test_the_hook_stamps_a_summary_the_sdk_s_own_manager_made(tmp_path):
+    from strands.agent.conversation_manager import SummarizingConversationManager
+
+    session = FileSessionManager(session_id="ada-sdk", storage_dir=str(tmp_path))
+    manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
+    agent = Agent(model=OfflineModel(), session_manager=session, conversation_manager=manager,
+                  hooks=[Lineage(session)], state={"user_id": "ada"}, callback_handler=None)
+    for turn in range(4):
+        agent(f"My number {turn} is {turn * 7}.")
+        if turn % 2:
+            manager.reduce_context(agent)
+    agent("ok")
+    saved = json.loads((agent_dir(tmp_path, "ada-sdk") / "agent.json").read_text(encoding="utf-8"))
+    record = derived_lineage(saved["conversation_manager_state"]["summary_message"])
+    files = {int(p.stem.split("_")[1]): json.loads(p.read_text(encoding="utf-8"))["message"]
+             for p in message_files(tmp_path, "ada-sdk")}
+    folded = manager.removed_message_count
+    assert record is not None and record.derived == "summary" and record.user == "ada"
+    assert record.session_id == "ada-sdk" and record.messages == tuple(range(folded)) and folded > 2
+    assert record.message_ids == tuple(message_id(files[i]) for i in range(folded))

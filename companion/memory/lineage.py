@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
@@ -214,23 +214,53 @@ class Lineage:
     Before each `add_memory` call it announces the entries with the messages that led to them (the user's message
     of the turn and the assistant message that asked for the tool), so the store can record them as "tool call".
 
+    A summary that a summarizing conversation manager made without recording its lineage (the SDK's own
+    `SummarizingConversationManager`) is stamped before the next model call and at the end of the invocation, before
+    the session saves it: it folded every message the manager has removed so far (`removed_message_count`, the
+    offset the SDK's session manager restores from), through any earlier summary. (With ``pin_first`` the pinned
+    messages are kept, not folded, and this count does not say which they were: the summary then records nothing.)
+
     Args:
         session_manager: The agent's session manager (its session_id names the session); None without one.
+        clock: Where a summary's lineage time comes from (default: the current UTC time).
     """
 
-    def __init__(self, session_manager: Any = None) -> None:
+    def __init__(self, session_manager: Any = None, clock: Callable[[], datetime] | None = None) -> None:
         self.session_manager = session_manager
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.next_index = 0
         self.last_user_index: int | None = None
         self._ids: dict[int, str] = {}
 
     def register_hooks(self, registry: Any, **kwargs: Any) -> None:
-        from strands.hooks import AfterToolCallEvent, AgentInitializedEvent, BeforeToolCallEvent, MessageAddedEvent
+        from strands.hooks import (
+            AfterInvocationEvent,
+            AfterToolCallEvent,
+            AgentInitializedEvent,
+            BeforeModelCallEvent,
+            BeforeToolCallEvent,
+            MessageAddedEvent,
+        )
 
         registry.add_callback(AgentInitializedEvent, self._initialized)
         registry.add_callback(MessageAddedEvent, self._stamp)
         registry.add_callback(BeforeToolCallEvent, self._tool_starts)
         registry.add_callback(AfterToolCallEvent, self._tool_ends)
+        registry.add_callback(BeforeModelCallEvent, self._summary)
+        registry.add_callback(AfterInvocationEvent, self._summary)
+
+    def _summary(self, event: Any) -> None:
+        """Stamp a summary the conversation manager made without lineage (see the class docstring)."""
+        manager = getattr(event.agent, "conversation_manager", None)
+        summary = getattr(manager, "_summary_message", None)  # where the SDK's manager keeps its summary
+        if not isinstance(summary, dict) or message_lineage(summary) is not None or getattr(manager, "pin_first", None):
+            return
+        folded = range(int(getattr(manager, "removed_message_count", 0) or 0))
+        user = event.agent.state.get("user_id") if getattr(event.agent, "state", None) is not None else None
+        ids = tuple(self._ids[i] for i in folded if i in self._ids)  # all, or none (messages of an earlier process)
+        record = LineageRecord("summary", self.session_id, tuple(folded), ids if len(ids) == len(folded) else (),
+                               user if isinstance(user, str) else None).at_time(self.clock())
+        summary.setdefault("metadata", {}).setdefault("custom", {})[LINEAGE_KEY] = record.to_dict()
 
     @property
     def session_id(self) -> str | None:

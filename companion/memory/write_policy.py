@@ -21,7 +21,9 @@ session. This module decides what may be written and wires that decision into st
   they cannot know what a sentence means, so they ask the owner (``wording="ask"``, the default) instead of refusing
   (``wording="deny"``, this policy's first version, kept for comparison in notebook 10).
 - `MemoryWriteGuard` is an `InterventionHandler` (``strands.interventions``) on the ``add_memory`` tool: it returns
-  ``Deny`` or ``Confirm`` from ``before_tool_call`` and appends every decision to a JSON Lines audit file.
+  ``Deny`` or ``Confirm`` from ``before_tool_call`` and appends every decision to a JSON Lines audit file, with what it
+  was made from (`entry_sources`: who said the turn, the owner's turn, the tool call that asked, and the messages that
+  hold the entry's words), so a stored or refused memory can be traced to its messages, as its lineage traces it.
 - `PolicyExtractor` applies the same rules to automatic extraction (the SDK's ``Extractor`` protocol), where no tool
   call exists to intervene on: a `SpeakerLog` hook gives each batch line its speaker back, and what the policy would
   ask about waits in ``pending`` instead of being written.

@@ -18,15 +18,15 @@ def shown(cell: nbformat.NotebookNode) -> str:
     return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", []))
 
 
-def test_exercises_1_and_2_solution_code_runs_in_the_notebook(tmp_path, workspace_root):
+def test_exercises_1_2_and_4_solution_code_runs_in_the_notebook(tmp_path, workspace_root):
     blocks = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     # After the exercises, "Check yourself" is run again: the exercises' folders are outside what it scans.
     notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
     checks = [c.source for c in notebook.cells if c.cell_type == "code" and c.get("id", "").startswith("n09-check-")]
     assert len(checks) >= 2
     executed = run(NAME, tmp_path, {"workspace": "ex_09a"}, [*blocks, *checks])
-    missed, unscoped = executed.cells[-2 - len(checks)], executed.cells[-1 - len(checks)]
+    missed, unscoped, orphan = (executed.cells[i - len(checks)] for i in (-3, -2, -1))
     assert not any(o.get("output_type") == "error" for c in executed.cells for o in c.get("outputs", []))
     assert checks_held(executed), ledger_text(executed)
     assert ledger_text(executed).count("claims hold") == 2, "the checks ran twice, before and after the exercises"
@@ -43,8 +43,12 @@ def test_exercises_1_and_2_solution_code_runs_in_the_notebook(tmp_path, workspac
     assert re.search(r"^vector store\s+4\s+3\s*$", table, re.MULTILINE)
     assert re.search(r"^markdown\s+4\s+3\s*$", table, re.MULTILINE)
     assert re.search(r"^agent\.state\s+4\s+3\s*$", table, re.MULTILINE)
+    # Exercise 4: a note written without lineage survives the forget, and the paraphrase check finds that line alone.
+    assert "places the paraphrase check finds: 1 (after the notebook's own forget: 0)" in shown(orphan)
+    assert "home address: Harbour Lane, no. 12" in shown(orphan)
     assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_09a"]
-    assert {p.name for p in (workspace_root / "ex_09a").iterdir() if p.is_dir()} >= {"stores", "exercise-1", "exercise-2"}
+    assert {p.name for p in (workspace_root / "ex_09a").iterdir() if p.is_dir()} >= {"stores", "exercise-1", "exercise-2",
+                                                                                     "exercise-4"}
 
 
 def test_exercise_3_another_fact_and_other_users(tmp_path, workspace_root):

@@ -56,7 +56,9 @@ class Page(HTMLParser):
 
     def handle_endtag(self, tag):
         if tag == "figcaption" and self._caption is not None:
-            self.captions.append(" ".join("".join(self._caption).split()))
+            text = "".join(self._caption).replace("¶", "")  # the caption's permalink
+            text = text.translate(str.maketrans("‘’“”", "''\"\""))  # as typed: MyST curls quotes in a caption
+            self.captions.append(" ".join(text.split()))
             self._caption = None
 
     def handle_data(self, data):

@@ -69,3 +69,35 @@ def test_descriptions_are_written_from_the_data():
         "Bar chart per turn over turns 1-4: 3 summary calls on turns 2-4, 6 messages sent to the summarizer and 2 "
         "folded in all; on turn 3 a call folded nothing.")
     plt.close("all")
+
+
+def test_every_figure_in_the_notebooks_carries_its_description():
+    """In the committed notebooks (what a learner opens and the book is built from), every image output has a real
+    description as its alt metadata and its text, and the caption under it says the same; figures whose images differ
+    have different descriptions."""
+    import json
+    from pathlib import Path
+
+    seen: dict[str, str] = {}
+    problems = []
+    for path in sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            outputs = cell.get("outputs", [])
+            for index, output in enumerate(outputs):
+                if "image/png" not in output.get("data", {}):
+                    continue
+                where = f"{path.name}, cell {cell.get('id')}"
+                alt = output.get("metadata", {}).get("image/png", {}).get("alt")
+                problem = figures.description_problem(alt)
+                if problem:
+                    problems.append(f"{where}: {problem} (use companion.support.figures.show): {alt!r}")
+                    continue
+                caption = outputs[index + 1] if index + 1 < len(outputs) else {}
+                if "".join(output["data"].get("text/plain", "")) != alt:
+                    problems.append(f"{where}: the image's text/plain is not its description")
+                if "".join(caption.get("data", {}).get("text/plain", "")) != f"Figure: {alt}":
+                    problems.append(f"{where}: no caption under the figure saying its description")
+                image = "".join(output["data"]["image/png"])
+                if seen.setdefault(alt, image) != image:
+                    problems.append(f"{where}: another figure, with a different image, has the same description {alt!r}")
+    assert not problems, "\n".join(problems)

@@ -4,6 +4,7 @@ circle exists. Read from the source with `ast`, imports inside functions include
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,10 @@ def test_the_check_sees_an_upward_import(tmp_path, monkeypatch):
     assert imported("companion.support.s", fake / "support" / "s.py") == {"companion.models.m"}
     with pytest.raises(AssertionError, match="higher"):
         test_no_import_runs_up_a_layer("companion.support.s")
+
+
+def test_the_map_names_every_module():
+    """companion/README.md's map matches the code: every module is named in it, in its own layer's paragraph."""
+    text = (PACKAGE / "README.md").read_text(encoding="utf-8")
+    missing = [n for n in modules() if n.count(".") == 2 and not re.search(rf"\b{n.rsplit('.', 1)[1]}\b", text)]
+    assert not missing, f"modules the map in companion/README.md does not name: {missing}"

@@ -16,7 +16,6 @@ import pytest
 
 from companion.measure import consolidation_eval as evaluation
 from companion.memory.consolidation import (
-    DERIVED,
     compatible,
     consolidate,
     merged_text,
@@ -135,7 +134,8 @@ def test_lineage_names_what_replaced_each_record_and_nothing_is_deleted(tmp_path
     lisbon, porto, restated = (after[r["id"]] for r in before)
     assert lisbon["superseded_by"] == porto["id"] and lisbon["valid_until"] is not None
     assert lisbon["metadata"]["lineage"]["replaced_by"]["id"] == porto["id"]
-    assert lisbon["metadata"]["lineage"]["replaced_by"]["derived"] == DERIVED
+    assert lisbon["metadata"]["lineage"]["replaced_by"]["derived"] == "direct write"
+    assert lisbon["metadata"]["lineage"]["replaced_by"]["rule"] == "newest value"
     merge = next(s for s in steps if s.kind == "merge")
     merged = after[merge.record]
     assert merged["metadata"]["lineage"]["parents"] == [porto["id"], restated["id"]]

@@ -16,6 +16,14 @@ NAME = "12_learning_from_experience.ipynb"
 LINE = re.compile(r"^repeated mistakes: (\d+)/(\d+) without recall, (\d+)/(\d+) with recall at .*$", re.MULTILINE)
 
 
+EPISODES = re.compile(r"^episodes injected into the recall run's calls: (\d+)$", re.MULTILINE)
+
+
+def episodes_injected(notebook: nbformat.NotebookNode) -> int:
+    """Episodes the recall run's calls received in all, from the line under the first table."""
+    return int(EPISODES.search(printed(notebook)).group(1))
+
+
 def committed() -> nbformat.NotebookNode:
     return nbformat.read(NOTEBOOKS / NAME, as_version=4)
 
@@ -46,6 +54,7 @@ def test_exercise_1_a_stricter_threshold(tmp_path, workspace_root):
     baseline, stricter = repeats(committed()), repeats(executed)
     assert stricter[0] == baseline[0], "without recall nothing changes"
     assert stricter[1] > baseline[1], "more repeated mistakes with recall"
+    assert episodes_injected(executed) < episodes_injected(committed()), "fewer episodes injected"
     assert "0/12 = 0%" in recall_row(executed), "no wrong answer where the data was right"
     only_own_workspace(workspace_root, "ex_12a")
 
@@ -55,6 +64,7 @@ def test_exercise_2_two_episodes_per_call(tmp_path, workspace_root):
     assert checks_held(executed), ledger_text(executed)
     baseline, two = repeats(committed()), repeats(executed)
     assert two[1] > baseline[1], "repeated mistakes come back"
+    assert episodes_injected(executed) > episodes_injected(committed()), "more episodes injected"
     borrowed = [int(re.findall(r"(\d+)/\d+ = ", recall_row(nb))[2]) for nb in (committed(), executed)]
     assert borrowed[1] > borrowed[0], "more wrong answers where the data was right"
     only_own_workspace(workspace_root, "ex_12b")

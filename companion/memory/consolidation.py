@@ -51,8 +51,9 @@ __all__ = [
 ]
 
 DERIVED = "summary"
-"""How a record written by this job was derived (its lineage's `derived`, one of the lineage API's `DERIVATIONS`): one
-memory standing for the records it names as `parents`. Its lineage also says `job: "consolidation"`."""
+"""How a record this job wrote from a model's summary was derived (its lineage's `derived`, one of the lineage API's
+`DERIVATIONS`): one memory standing for the records it names as `parents`. Its lineage also says
+`job: "consolidation"` and `rule` (how its text was chosen)."""
 
 MERGE_PROMPT = (
     "You merge memories about one user. Each block between <content> delimiters is one stored memory; several say "
@@ -229,7 +230,8 @@ def consolidate(store: SelectiveMemoryStore, embedder: Embedder, threshold: floa
     steps: list[Step] = []
     ends: dict[str, tuple[str, dict[str, Any]]] = {}
     for conflict in decided.conflicts:
-        origin = _origin(store.user, now, [r["id"] for r in conflict.losers], reason=f"a newer {conflict.key}")
+        origin = _origin(store.user, now, [r["id"] for r in conflict.losers], "newest value",
+                         reason=f"a newer {conflict.key}")
         for loser in conflict.losers:
             ends[loser["id"]] = (conflict.winner["id"], origin)
         steps.append(Step("newer value", conflict.winner["id"], tuple(r["id"] for r in conflict.losers),
@@ -243,7 +245,7 @@ def consolidate(store: SelectiveMemoryStore, embedder: Embedder, threshold: floa
         source = "model summary" if text else "newest member"
         text = text or cluster.newest["content"]
         ids = [r["id"] for r in cluster.members]
-        origin = _origin(store.user, now, ids)
+        origin = _origin(store.user, now, ids, source)
         new_id = writer.write(text, {LINEAGE_KEY: dict(origin), "consolidation": {
             "source": source, "summary": reply, "lowest_similarity": cluster.lowest, "threshold": threshold}})
         for record_id in ids:
@@ -253,11 +255,14 @@ def consolidate(store: SelectiveMemoryStore, embedder: Embedder, threshold: floa
     return steps
 
 
-def _origin(user: str | None, now: datetime, parents: Sequence[str], **extra: Any) -> dict[str, Any]:
+def _origin(user: str | None, now: datetime, parents: Sequence[str], rule: str, **extra: Any) -> dict[str, Any]:
     """The lineage of what this job writes (the shared `LineageRecord`): from these records, for this user, now, by
-    the consolidation job; `extra` adds a reader's keys (why a record ended)."""
-    record = LineageRecord(DERIVED, user=user, parents=tuple(parents)).at_time(now).to_dict()
-    return {**record, "job": "consolidation", **extra}
+    the consolidation job, by `rule` ("newest value", "newest member" or "model summary"). Only a model summary is
+    derived "summary"; the other two keep a text already in the store ("direct write": code chose it, no model wrote
+    it). `extra` adds a reader's keys (why a record ended)."""
+    derived = DERIVED if rule == "model summary" else "direct write"
+    record = LineageRecord(derived, user=user, parents=tuple(parents)).at_time(now).to_dict()
+    return {**record, "job": "consolidation", "rule": rule, **extra}
 
 
 def _end(path: str | Path, ends: dict[str, tuple[str, dict[str, Any]]], now: datetime) -> None:

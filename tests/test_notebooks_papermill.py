@@ -77,6 +77,11 @@ REPLAYS = [
         {"workspace": "pm_11", "users": 7, "turns": 4, "workers": 3, "writers": 4, "bucket": "pm-11-sessions"},
         "in the order they got the lock: [2, 4, 6, 8]",
     ),
+    (
+        "12_learning_from_experience.ipynb",
+        {"workspace": "pm_12", "owner": "grace", "other_participant": "eve", "recall_k": 2},
+        "up to 2 per call; procedures: owner grace, another participant eve",
+    ),
 ]
 
 

@@ -170,7 +170,7 @@ def pairs_description(report: dict[str, Any]) -> str:
                      f"{max(other):.2f}, {score['duplicates merged']} duplicates and "
                      f"{score['different facts merged']} different-fact pairs merged")
     return (f"Cosine similarity of each labelled memory pair with the threshold {report['threshold']} as a dashed "
-            f"line; {'; '.join(parts)}.")
+            f"line, hollow markers for the pairs the job decides against their label; {'; '.join(parts)}.")
 
 
 # ---------------------------------------------------------------------- recall

@@ -35,11 +35,11 @@ EXERCISE_MINUTES = 6  # one exercise: read it, change a parameter or a line, re-
 # (None = all of them). Notebooks not listed are left for self-study.
 AGENDAS = [
     ("90-minute session", 90, {"set-up: clone, make lab, Run All of 00 (its environment check)": 10},
-     {"01": 0, "03": 1}),
+     {"01": 1}),
     ("half day (3.5 hours)", 210, {"set-up: clone, make lab, Run All of 00": 15, "break": 15},
-     {"01": 1, "03": 1, "04": 1, "07": 0}),
+     {"01": 1, "03": 1, "04": 1}),
     ("full day (6.5 hours of teaching)", 390, {"set-up": 15, "two breaks": 30, "wrap-up and questions": 15},
-     {"00": 0, "01": 1, "03": 1, "04": 1, "05": 1, "06": 0, "07": 1}),
+     {"00": 0, "01": 1, "02": 0, "03": 1, "04": 1, "06": 0}),
 ]
 
 

@@ -148,7 +148,7 @@ def pytest_collection_modifyitems(config, items):
     os.replace(part, target)  # every worker writes the same map; a reader sees one whole
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest-xdist may not be installed
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup`: xdist's scope scheduler, with the scopes the workers wrote and in their order."""
     if config.getvalue("dist") != "loadgroup":

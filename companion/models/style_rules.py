@@ -134,7 +134,7 @@ STYLE_RULES: list[dict[str, Any]] = [
     {"id": "ticket", "instruction": "Always include the ticket number.",
      "pattern": r"\b(?:include|mention|quote|give|add|put|start with|cite)\b[^.\n]{0,20}\bticket (?:number|id)s?\b",
      "does": "the latest ticket number in the conversation's messages (like OPS-4821) is added to a reply that "
-             "lacks it; with none in sight, the reply says so",
+             "lacks it",
      "apply": _ticket, "example": "My ticket number is OPS-4821 and my cable length is 30 feet. "
                                   "What is my cable length?",
      "before": "Your cable length is 30 feet.", "after": "Ticket OPS-4821: Your cable length is 30 feet.",

@@ -170,6 +170,12 @@ def pytest_xdist_make_scheduler(config, log):
     return WorkUnitScheduling(config, log)
 
 
+
+def pytest_collection_finish(session):
+    """Start the long, mostly idle processes that collected test modules declare (tests/background.py) now."""
+    if not session.config.option.collectonly:
+        background.start_declared(session)
+
 # --- what each test costs in CPU (opt-in) -------------------------------------------------------------------------------
 # On 2 cores the suite is bound by CPU, not by waiting: --durations shows wall time, which depends on what else runs.
 # With WORKBOOK_TEST_CPU=<file>, each test appends one JSON line: its node id, wall seconds, and the CPU seconds of the

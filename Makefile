@@ -41,8 +41,10 @@ $(TEST_STAMP): $(STAMP)
 lab: $(STAMP)
 	$(BIN)/python -m jupyterlab --ServerApp.root_dir=notebooks --allow-root
 
-# Tests run in parallel, one worker per core (pytest-xdist); --dist loadscope keeps each notebook's cells, and each test
-# file, on one worker and in order. tests/test_browser.py drives JupyterLab in the system's Chromium, skipped without it.
+# Tests run in parallel, one worker per core (pytest-xdist); --dist loadgroup with tests/conftest.py's scheduler keeps
+# each notebook's cells (and tests sharing a module fixture, or a module's tests that share state) on one worker and in
+# order, spreads independent tests over both workers, and starts the slowest first. tests/test_browser.py drives
+# JupyterLab in the system's Chromium, skipped without it (and failing under CI=true).
 test: $(TEST_STAMP)
 	@test -x /usr/bin/chromium || echo "No Chromium at /usr/bin/chromium (Debian: apt-get install chromium): the browser test will be skipped."
 	$(OFFLINE) $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -22,7 +22,7 @@ OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1 AWS_EC2_METADATA_DIS
 
 # The same arguments as tools/workbook.py's PYTEST_ARGS (tests/test_environment.py keeps them equal).
 PYTEST_ARGS := tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
-	--nbval-cell-timeout=300 -p no:cacheprovider -v -n auto --dist loadgroup
+	--nbval-cell-timeout=300 -p no:cacheprovider -v -n auto --dist loadgroup --durations=25
 
 .PHONY: lab test env notebooks clean-workspace book wheelhouse offline-install
 

@@ -35,7 +35,7 @@ OVERRIDES = REPO_ROOT / "tools" / "jupyterlab-overrides.json"
 OFFLINE_ENV = {"WORKBOOK_BACKEND": "offline", "ORT_DISABLE_TELEMETRY": "1", "AWS_EC2_METADATA_DISABLED": "true"}
 PYTEST_ARGS = [
     "tests", "notebooks", "--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
-    "--nbval-cell-timeout=300", "-p", "no:cacheprovider", "-v", "-n", "auto", "--dist", "loadgroup",
+    "--nbval-cell-timeout=300", "-p", "no:cacheprovider", "-v", "-n", "auto", "--dist", "loadgroup", "--durations=25",
 ]
 
 

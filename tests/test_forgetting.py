@@ -289,7 +289,7 @@ def test_a_lock_held_in_this_process_through_the_standard_sqlite3(stores):
 
 
 def test_forget_shows_its_transient_files_while_they_exist(stores, embedder):
-    """The rollback journal, the old files and the temporary files are scanned while they exist (the observer)."""
+    """The plan file, the rollback journal, the old files and the temporary files are scanned while they exist (the observer)."""
     seen = []
 
     def observe(what, path):
@@ -297,9 +297,9 @@ def test_forget_shows_its_transient_files_while_they_exist(stores, embedder):
 
     forget(stores, KEY, user="ada", summarizer=OfflineModel(), observe=observe)
     kinds_seen = {what for what, _, _ in seen}
-    assert kinds_seen == {"rollback journal", "old file", "temporary file", "database before VACUUM"}, seen
+    assert kinds_seen == {"plan file", "rollback journal", "old file", "temporary file", "database before VACUUM"}, seen
     assert all(n > 0 for what, _, n in seen if what == "rollback journal"), "the journal holds the deleted rows' pages"
-    assert all(n == 0 for what, _, n in seen if what in ("temporary file", "database before VACUUM")), seen
+    assert all(n == 0 for what, _, n in seen if what in ("plan file", "temporary file", "database before VACUUM")), seen
     assert not stores.vectors.with_name("memory.db-journal").exists() and not list(stores.root.rglob(".forget_*"))
 
 

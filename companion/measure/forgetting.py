@@ -12,7 +12,7 @@ words ("My favourite pub is the Harbour Inn." stays when the home address on Har
   (deleting a file would shift the SDK's `removed_message_count` offset by one message);
 - the summary (`SummarizingConversationManager`'s `summary_message` in agent.json): derived from the messages it folded
   (its own lineage record when it has one, else the first `removed_message_count` messages); when a source is among
-  them, or the summary itself states the key, it is re-written by the model from the redacted folded messages
+  them, or the summary itself states the key, it is re-written by the model from the folded messages (the sources among them redacted)
   (`summarizer=`), or with the sentences cut out when no model is given;
 - `agent.state`: each entry whose lineage (`state["lineage"][path]`, path "profile/home address" for a nested one)
   names a source is removed, with its record;
@@ -35,10 +35,10 @@ one), then applied step by step in this order: the database rows are deleted and
 rebuilt (VACUUM), the derived files are replaced or deleted one by one, and the sources' own message files come last.
 A failure at any step raises `PartialForget`, naming what was done and what is left; running forget() again reads the
 plan's sources and the stores again and finishes (then deletes the plan file).
-`observe(what, path)`, if given, is called with each transient file while it still exists (the database's rollback
-journal just before the commit, the database file just before VACUUM, each new file's temporary copy just before its
-rename, each old file just before it is replaced or deleted), so a caller can scan bytes that are gone from the folder
-once forget() returns.
+`observe(what, path)`, if given, is called with each transient file while it still exists (the plan file once
+written, the database's rollback journal just before the commit, the database file just before VACUUM, each new
+file's temporary copy just before its rename, each old file just before it is replaced or deleted), so a caller can
+scan bytes that are gone from the folder once forget() returns.
 
 The store's SQLite library (`sqlean` here) cannot see a lock that this same process holds through another copy of
 SQLite (the standard `sqlite3`): forget() reads the kernel's lock table first and refuses, naming the holder.
@@ -500,6 +500,7 @@ def forget(
     for agent_json, data in agents:
         session = _session_of(agent_json)
         redacted_messages = []
+        changed_messages: list[bool] = []
         for path, message_data in messages[agent_json]:
             new = dict(message_data)
             if by == "text" or (session, _index_of(path)) in sources:
@@ -507,6 +508,7 @@ def forget(
                     if new.get(part) is not None:
                         new[part] = _redact_json(new[part], key, values, drop_entries=False)
             redacted_messages.append(new["message"])
+            changed_messages.append(new["message"] != message_data.get("message"))
             if new != message_data:
                 message_writes[path] = json.dumps(new, indent=2, ensure_ascii=False)
                 plan(path, Change("session messages", stores.show(path),
@@ -533,7 +535,8 @@ def forget(
                 manager["summary_message"] = {**_summarize(summarizer, folded),
                                               **{k: summary[k] for k in ("tracking_id", "metadata") if k in summary}}
                 _rederived_now(manager["summary_message"])
-                how = f"summary re-written by the model from the {len(folded)} redacted messages it folded"
+                how = (f"summary re-written by the model from the {len(folded)} messages it folded, "
+                       f"{sum(changed_messages[:folded_count])} of them redacted")
             else:
                 manager["summary_message"] = _redact_json(summary, key, values, drop_entries=False)
                 how = "summary's sentences stating the fact cut out"
@@ -641,7 +644,7 @@ def forget(
         steps += [_Step(said[path], lambda path=path, text=text: _replace(path, text, observe))
                   for path, text in message_writes.items()]
         report.plan = [change for step in steps for change in step.changes]
-        _write_plan(stores, report)
+        _write_plan(stores, report, observe)
 
         # 5. Apply it step by step; on a failure, say what was done and what is left.
         for number, step in enumerate(steps):
@@ -725,12 +728,14 @@ def _drop_unrecorded(data: Any, key: str, values: list[str], recorded: set[str],
     return out
 
 
-def _write_plan(stores: Stores, report: ForgetReport) -> None:
+def _write_plan(stores: Stores, report: ForgetReport, observe: Observer | None = None) -> None:
     """The plan on disk before the first change: the user, the key and the source messages (no value, no file name
     that could spell one), so a rerun after a failure still knows which messages it was forgetting."""
     data = {"user": report.user, "key": report.key, "by": report.by, "sources": [list(s) for s in report.sources],
             "steps": [{"store": c.store, "what": c.what} for c in report.plan]}
     _replace(stores.plan_file, json.dumps(data, indent=1, ensure_ascii=False))
+    if observe is not None:
+        observe("plan file", stores.plan_file)
 
 
 def _read_plan(stores: Stores, user: str | None, key: str) -> set[tuple[str, int]] | None:

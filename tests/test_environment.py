@@ -251,3 +251,15 @@ def check_notebook_shape(notebook: dict, *, outputs: bool = True) -> None:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_shape(path):
     check_notebook_shape(json.loads(path.read_text()))
+
+
+def test_importing_strands_builds_no_grammar():
+    """constraints.txt holds jsonschema at 4.23.0: from 4.24 its `format-nongpl` extra (which jupyter-events asks for)
+    brings rfc3987-syntax, whose import builds a Lark grammar: 1.4 CPU-s in every process that imports strands (each
+    kernel, each restart-test process), about three quarters of `import strands`."""
+    import subprocess
+    import sys
+
+    probe = "import sys, strands; print(sorted(m for m in ('lark', 'rfc3987_syntax') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", f"importing strands loaded {loaded}: is jsonschema above 4.23 (constraints.txt)?"

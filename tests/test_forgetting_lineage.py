@@ -156,6 +156,21 @@ def test_a_derived_line_without_lineage_is_judged_by_its_text(stores):
     assert without_lineage((folder / "handwritten.md").read_text()).strip() == "- ada likes tea."
 
 
+def test_a_row_whose_lineage_names_no_message_is_judged_by_its_text(stores):
+    """A row the SDK's add wrote with no lineage to give (derived "add": its messages unknown) states the address:
+    it goes like a row without lineage. Before, any lineage record decided alone, and this one names no source."""
+    said = f"The user's {KEY} is {ADDRESS['ada']}, says the CRM."
+    unknown = LineageRecord("add", user="ada").to_dict()
+    with SqliteVecMemoryStore(stores.vectors, make_embedder("minilm")) as store:
+        store.put(said, {"user": "ada", "lineage": unknown})
+        store.put("The user's team is payments, says the CRM.", {"user": "ada", "lineage": unknown})
+    forget(stores, KEY, user="ada", summarizer=OfflineModel())
+    db, _ = connect(stores.vectors)
+    left = {c for (c,) in db.execute("SELECT content FROM memories")}
+    db.close()
+    assert said not in left and "The user's team is payments, says the CRM." in left
+
+
 
 
 STEPS = 7

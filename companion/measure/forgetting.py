@@ -16,16 +16,20 @@ words ("My favourite pub is the Harbour Inn." stays when the home address on Har
   (`summarizer=`), or with the sentences cut out when no model is given;
 - `agent.state`: each entry whose lineage (`state["lineage"][path]`, path "profile/home address" for a nested one)
   names a source is removed, with its record;
-- the vector store file (`SqliteVecMemoryStore`, shared by users): the rows whose metadata's lineage names a source
-  are deleted from the table, the sqlite-vec index and the FTS5 index with `PRAGMA secure_delete = ON`, the FTS5 index
-  is merged ('optimize') so no segment keeps the deleted terms, and the file is rebuilt with VACUUM so no free page
-  keeps old bytes;
+- the vector store file (`SqliteVecMemoryStore`, shared by users): a row records a lineage for each time its text was
+  derived (`lineage`, then `restated_in`), each naming its user, so a text two users both said is one row of both.
+  The user's lineages that name a source are taken off the row; a row with no lineage left is deleted from the table,
+  the sqlite-vec index and the FTS5 index with `PRAGMA secure_delete = ON`, and a row another user derived too stays,
+  with only that user's lineage (the first one left becomes the row's user and lineage). The FTS5 index is merged
+  ('optimize') so no segment keeps the deleted terms, and the file is rebuilt with VACUUM so no free page keeps old
+  bytes;
 - markdown files (`LineageFileMemoryStore`, `memory/<user>/`, lineage in an HTML comment on each line): the lines that
   descend from a source are removed; a file left with no line is deleted, and a file named after a removed line is
   renamed.
 
-An artifact that records no lineage (written by older code) is judged by its text instead: it goes when it states the
-key or holds one of the values the sources state, whole (word boundaries, any case), outside the values of other facts.
+An artifact that records no lineage (written by older code), or a lineage that names no message (derived by "add":
+its messages unknown; a "direct write" by code), is judged by its text instead: it goes when it states the key or
+holds one of the values the sources state, whole (word boundaries, any case), outside the values of other facts.
 `by="text"` judges everything that way, whatever its lineage: the matching notebook 09 compares lineage with, which
 misses a memory worded another way ("Lives on Harbour Lane, no. 12.").
 
@@ -64,7 +68,7 @@ from typing import Any
 from companion.measure.byte_scan import slug
 from companion.memory.lineage import LINEAGE_KEY, STATE_LINEAGE_KEY, read_markdown_lineage
 from companion.memory.lineage_markdown import without_lineage
-from companion.memory.vector_store import connect, lock_holders, locks_of_this_process
+from companion.memory.vector_store import connect, lock_holders, locks_of_this_process, row_lineages, row_users
 from companion.models import facts
 from companion.sessions.session_files import CorruptSessionError, read_json
 from companion.support.messages import SUMMARY_REQUEST, message_text
@@ -295,8 +299,9 @@ def _read(path: Path) -> dict[str, Any]:
         raise StoreUnavailableError(f"{error} forget() changed nothing.") from None
 
 
-def _vector_rows(stores: Stores, busy_timeout: float) -> list[tuple[int, str, str | None, dict[str, Any]]]:
-    """(id, content, user, metadata) of every row of the vector store."""
+def _vector_rows(stores: Stores, busy_timeout: float) -> list[tuple[int, str, list[str], dict[str, Any]]]:
+    """(id, content, users, metadata) of every row of the vector store; `users` are all the users the row belongs to
+    (`row_users`: a text two users both said is one row, theirs both)."""
     db, module = connect(stores.vectors, timeout=busy_timeout)
     try:
         rows = db.execute("SELECT id, content, metadata FROM memories").fetchall()
@@ -305,7 +310,7 @@ def _vector_rows(stores: Stores, busy_timeout: float) -> list[tuple[int, str, st
     finally:
         db.close()
     metadata = [(i, c, json.loads(m or "{}")) for i, c, m in rows]
-    return [(i, c, meta.get("user"), meta) for i, c, meta in metadata]
+    return [(i, c, row_users(meta), meta) for i, c, meta in metadata]
 
 
 def _db_failure(stores: Stores, error: Exception, module: Any) -> StoreUnavailableError:
@@ -346,7 +351,7 @@ def known_users(stores: Stores, busy_timeout: float = 1.0) -> list[str]:
     """Every user any store holds something of: agent.state's user_id, the vector rows' metadata, memory/<user>/."""
     _check_present(stores)
     found = {str(_read(p).get("state", {}).get("user_id")) for p in _agent_files(stores)} - {"None"}
-    found |= {u for _, _, u, _ in _vector_rows(stores, busy_timeout) if u}
+    found |= {u for _, _, named, _ in _vector_rows(stores, busy_timeout) for u in named}
     memory = stores.markdown / "memory"
     found |= {p.name for p in memory.iterdir() if p.is_dir()} if memory.is_dir() else set()
     return sorted(found)
@@ -436,7 +441,7 @@ def forget(
     agents = [(p, _read(p)) for p in _agent_files(stores)]
     agents = [(p, data) for p, data in agents if ours(data.get("state", {}).get("user_id"))]
     messages = {p: [(m, _read(m)) for m in _message_files(p)] for p, _ in agents}
-    rows = [r for r in _vector_rows(stores, busy_timeout) if ours(r[2])]
+    rows = [r for r in _vector_rows(stores, busy_timeout) if user is None or user in r[2]]
     memory = stores.markdown / "memory"
     user_dirs = [memory / user] if user is not None else (sorted(p for p in memory.iterdir() if p.is_dir()) if memory.is_dir() else [])
     notes = [(p, p.read_text(encoding="utf-8")) for d in user_dirs if d.is_dir() for p in sorted(d.glob("*.md"))]
@@ -481,11 +486,11 @@ def forget(
             "states it. Nothing was changed."
         )
 
-    def doomed_text(text: str, record: Any, *also: Any) -> tuple[bool, str]:
-        """Whether an artifact goes, and why: by its lineage (and the lineage of each time it was derived again), or
-        (by="text", or no lineage recorded) by its text."""
-        if by == "lineage" and record:
-            return any(map(descends, [record, *also])), "descends from a source message"
+    def doomed_text(text: str, record: Any) -> tuple[bool, str]:
+        """Whether an artifact goes, and why: by its lineage, or (by="text", no lineage recorded, or a lineage that
+        names no message: derived by "add", its messages unknown, or a "direct write" by code) by its text."""
+        if by == "lineage" and isinstance(record, dict) and record.get("messages"):
+            return descends(record), "descends from a source message"
         return mentions(text, key, values), ("states the fact (no lineage recorded)" if by == "lineage"
                                              else "states the fact")
 
@@ -571,7 +576,15 @@ def forget(
                             + (f"; renamed to {target.name} (its name came from a removed line)" if target != path else "")))
         if target != path:
             plan(path, Change("markdown", stores.show(path), "the file under its old name deleted"))
-    doomed = [r for r in rows if doomed_text(r[1], r[3].get(LINEAGE_KEY), *(r[3].get("restated_in") or []))[0]]
+    doomed: list[int] = []  # rows with no lineage left: deleted
+    shared: list[tuple[int, dict[str, Any]]] = []  # rows another user derived too: kept with their lineage only
+    for memory_id, content, _, meta in rows:
+        left = [(owner, record) for owner, record in _claims(meta)
+                if not ((user is None or owner == user) and doomed_text(content, record)[0])]
+        if not left:
+            doomed.append(memory_id)
+        elif len(left) < len(_claims(meta)):
+            shared.append((memory_id, _kept_metadata(meta, left)))
 
     # 3. Take the database's write lock; a locked store stops everything here, before any change.
     _no_lock_of_this_process(stores, busy_timeout)
@@ -584,7 +597,7 @@ def forget(
             db.execute("BEGIN IMMEDIATE")
         except module.DatabaseError as error:
             raise _db_failure(stores, error, module) from None
-        if not doomed and not writes and not deletes and not message_writes:
+        if not doomed and not shared and not writes and not deletes and not message_writes:
             db.execute("ROLLBACK")
             if interrupted is not None:
                 stores.plan_file.unlink(missing_ok=True)
@@ -594,7 +607,7 @@ def forget(
                 "(they are already gone). Nothing was changed."
             )
         free_pages = db.execute("PRAGMA freelist_count").fetchone()[0]
-        if not doomed:
+        if not doomed and not shared:
             db.execute("ROLLBACK")
 
         # 4. The plan, whole, before the first change: the rows, VACUUM, then the files one by one.
@@ -602,7 +615,10 @@ def forget(
             try:
                 if not db.in_transaction:
                     db.execute("BEGIN IMMEDIATE")
-                for memory_id, _, _, _ in doomed:
+                for memory_id, metadata in shared:
+                    db.execute("UPDATE memories SET metadata = ? WHERE id = ?",
+                               (json.dumps(metadata, ensure_ascii=False), memory_id))
+                for memory_id in doomed:
                     db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
                     db.execute("DELETE FROM memory_vectors WHERE rowid = ?", (memory_id,))
                     db.execute("DELETE FROM memory_keywords WHERE rowid = ?", (memory_id,))
@@ -630,12 +646,19 @@ def forget(
 
         database = stores.show(stores.vectors)
         steps: list[_Step] = []
+        row_changes = []
         if doomed:
             why = "descend from a source message" if by == "lineage" else "state the fact"
-            steps.append(_Step([Change("vector store", database,
-                                       f"{len(doomed)} row(s) that {why} deleted from memories, memory_vectors and "
-                                       "memory_keywords (secure_delete on, FTS5 index merged)")], delete_rows))
-        if doomed or free_pages:
+            row_changes.append(Change("vector store", database,
+                                      f"{len(doomed)} row(s) that {why} deleted from memories, memory_vectors and "
+                                      "memory_keywords (secure_delete on, FTS5 index merged)"))
+        if shared:
+            row_changes.append(Change("vector store", database,
+                                      f"{len(shared)} row(s) another user derived too kept for them: only the "
+                                      f"lineage of {scope} taken out of the row's metadata"))
+        if row_changes:
+            steps.append(_Step(row_changes, delete_rows))
+        if doomed or shared or free_pages:
             steps.append(_Step([Change("vector store", database, "VACUUM: the file rebuilt, no free pages")], vacuum))
         steps += [_Step(said[path], lambda path=path, text=text: _replace(path, text, observe))
                   for path, text in writes.items()]
@@ -658,6 +681,26 @@ def forget(
     finally:
         db.close()
     return report
+
+
+def _claims(meta: dict[str, Any]) -> list[tuple[str | None, dict[str, Any] | None]]:
+    """Each (user, lineage) a vector row records, first writer first: its own lineage (None when it records none),
+    then each time the same text was derived again (`restated_in`), by the same user or another."""
+    records = row_lineages(meta)
+    if isinstance(meta.get(LINEAGE_KEY), dict):
+        return [(r.get("user"), r) for r in records]
+    return [(meta.get("user"), None), *((r.get("user"), r) for r in records)]
+
+
+def _kept_metadata(meta: dict[str, Any], left: list[tuple[str | None, dict[str, Any] | None]]) -> dict[str, Any]:
+    """A row's metadata with only the lineages `left`: the first becomes the row's user and lineage, the others its
+    `restated_in`."""
+    kept = {k: v for k, v in meta.items() if k not in ("user", LINEAGE_KEY, "restated_in")}
+    (owner, record), rest = left[0], [r for _, r in left[1:] if r is not None]
+    kept.update({LINEAGE_KEY: record} if record is not None else {})
+    kept.update({"user": owner} if owner is not None else {})
+    kept.update({"restated_in": rest} if rest else {})
+    return kept
 
 
 def _rederived_now(summary: dict[str, Any]) -> None:
@@ -782,8 +825,8 @@ def fact_counts(stores: Stores, user: str, pairs: list[tuple[str, str]], *, sess
         state = data.get("state", {})
         counts["agent.state"] += sum(
             any(_same_key(k, key) and str(v).lower() == value.lower() for k, v in _flat(state)) for key, value in pairs)
-    counts["vector store"] = sum(stated(content) for _, content, owner, _ in _vector_rows(stores, busy_timeout)
-                                 if owner == user)
+    counts["vector store"] = sum(stated(content) for _, content, named, _ in _vector_rows(stores, busy_timeout)
+                                 if user in named)
     folder = stores.markdown / "memory" / user
     if folder.is_dir():
         counts["markdown"] = sum(stated(without_lineage(line)) for p in sorted(folder.glob("*.md"))

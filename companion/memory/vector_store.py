@@ -23,7 +23,7 @@ import numpy as np
 import sqlite_vec
 from strands.memory import MemoryEntry
 
-from companion.memory.lineage import LINEAGE_KEY
+from companion.memory.lineage import LINEAGE_KEY, LineageRecord, announced_tool_lineage
 from companion.models.embeddings import Embedder
 
 logger = logging.getLogger(__name__)
@@ -164,6 +164,45 @@ def _command_line(pid: int) -> str:
 
 def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
+
+
+def row_lineages(metadata: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every lineage a row records: the one it was first derived with (`metadata["lineage"]`), then each time the same
+    text was derived again (`metadata["restated_in"]`), each naming its user. A record written before the user was
+    kept in it names the row's user (`metadata["user"]`, its first writer)."""
+    records = [metadata.get(LINEAGE_KEY), *(metadata.get("restated_in") or [])]
+    return [r if r.get("user") or not metadata.get("user") else {**r, "user": metadata["user"]}
+            for r in records if isinstance(r, dict)]
+
+
+def row_users(metadata: dict[str, Any]) -> list[str]:
+    """Every user a row belongs to, first writer first: the row's user and the user each of its lineages names.
+
+    A text two users both said is stored once (the `content` column is UNIQUE): it is each of theirs."""
+    named = [metadata.get("user"), *(r.get("user") for r in row_lineages(metadata))]
+    return [u for u in dict.fromkeys(named) if isinstance(u, str) and u]
+
+
+def lineage_of_user(metadata: dict[str, Any], user: str) -> dict[str, Any] | None:
+    """The lineage a row records for `user` (the first, if the user derived it more than once); None: none."""
+    return next((r for r in row_lineages(metadata) if r.get("user") == user), None)
+
+
+def with_lineage(content: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
+    """The metadata `add` stores for `content`: as given when it carries a lineage; else with the lineage a `Lineage`
+    hook announced for this add_memory entry, or an "add" record (reached with no lineage: its messages unknown)."""
+    metadata = dict(metadata or {})
+    if not isinstance(metadata.get(LINEAGE_KEY), dict):
+        metadata[LINEAGE_KEY] = announced_tool_lineage(content) or LineageRecord("add").to_dict()
+    return metadata
+
+
+def _with_user(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The metadata with its user written into its lineage record too (each record says whose memory it is)."""
+    origin, user = metadata.get(LINEAGE_KEY), metadata.get("user")
+    if isinstance(origin, dict) and user and not origin.get("user"):
+        return {**metadata, LINEAGE_KEY: {**origin, "user": user}}
+    return metadata
 
 
 def keyword_query(text: str) -> str:
@@ -325,8 +364,7 @@ class SqliteVecMemoryStore:
                 row = self._db.execute("SELECT id FROM memories WHERE content = ?", (text,)).fetchone()
                 if row:
                     results[index] = AddResult(str(row[0]), added=False)
-                    if isinstance(metadatas[index].get(LINEAGE_KEY), dict):
-                        restated.setdefault(row[0], []).append(metadatas[index][LINEAGE_KEY])
+                    restated.setdefault(row[0], []).append(_with_user(metadatas[index]))
                 elif text not in fresh:
                     fresh[text] = index
             if restated:
@@ -336,7 +374,7 @@ class SqliteVecMemoryStore:
                 with self._db:
                     for (text, index), vector in zip(fresh.items(), vectors):
                         cut = self._unembedded(text)
-                        meta = dict(metadatas[index], **({"unembedded_chars": cut} if cut else {}))
+                        meta = dict(_with_user(metadatas[index]), **({"unembedded_chars": cut} if cut else {}))
                         cursor = self._db.execute(
                             "INSERT INTO memories (content, metadata) VALUES (?, ?)", (text, json.dumps(meta, ensure_ascii=False))
                         )
@@ -352,15 +390,25 @@ class SqliteVecMemoryStore:
                     results[index] = AddResult(results[fresh[text]].id, added=False)  # type: ignore[union-attr]
         return results  # type: ignore[return-value]
 
-    def _restated(self, origins: dict[int, list[dict[str, Any]]]) -> None:
-        """The same memory derived again (another batch of messages restated it): its row keeps one copy of the text and
-        adds the new lineage to `metadata["restated_in"]`, so every message it descends from is on record."""
+    def _restated(self, written: dict[int, list[dict[str, Any]]]) -> None:
+        """The same memory derived again (another batch of messages, or another user, restated it): its row keeps one
+        copy of the text and adds the new lineage to `metadata["restated_in"]`, so every message it descends from,
+        and every user it belongs to, is on record. A write without lineage by a user the row does not name yet is
+        recorded as a "direct write" of that user (no message behind it)."""
         with self._db:
-            for rowid, found in origins.items():
+            for rowid, metadatas in written.items():
                 (raw,) = self._db.execute("SELECT metadata FROM memories WHERE id = ?", (rowid,)).fetchone()
                 meta = json.loads(raw or "{}")
-                known = [meta.get(LINEAGE_KEY), *meta.get("restated_in", [])]
-                fresh = [o for o in found if o not in known]
+                fresh: list[dict[str, Any]] = []
+                for given in metadatas:
+                    origin = given.get(LINEAGE_KEY)
+                    if not isinstance(origin, dict):
+                        user = given.get("user")
+                        if not user or user in row_users(meta) or any(o.get("user") == user for o in fresh):
+                            continue
+                        origin = LineageRecord("direct write", user=user).to_dict()
+                    if origin not in row_lineages(meta) and origin not in fresh:
+                        fresh.append(origin)
                 if fresh:
                     meta["restated_in"] = [*meta.get("restated_in", []), *fresh]
                     self._db.execute("UPDATE memories SET metadata = ? WHERE id = ?",
@@ -455,8 +503,11 @@ class SqliteVecMemoryStore:
     async def add(self, content: str, metadata: dict[str, Any] | None = None) -> str:
         """The SDK's add (search tool, add tool, extraction): store one memory, return its id. The metadata is kept
         with the row (JSON): an extracted fact's `lineage` (`ExtractionResult.metadata`, filled by
-        `companion.memory.lineage.LineageExtractor`) says which messages it came from."""
-        return self.put(content, metadata).id
+        `companion.memory.lineage.LineageExtractor`) says which messages it came from. The SDK's `add_memory` tool
+        gives no metadata: the lineage is then the one a `Lineage` hook on the agent announced for this entry
+        ("tool call": the session, the user's message and the assistant's request); without one it is recorded as
+        derived by "add" (its messages unknown)."""
+        return self.put(content, with_lineage(content, metadata)).id
 
     def close(self) -> None:
         """Close the database file."""

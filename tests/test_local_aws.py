@@ -220,7 +220,8 @@ def test_native_search_and_vector_index_requests_match_the_dynamodb_api():
 
     client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
     embedder = FakeEmbedder()
-    store = DynamoDBMemoryStore(client, "memories", embedder, user="u1", native=True)
+    store = DynamoDBMemoryStore(client, "memories", embedder, user="u1", native=True,
+                                clock=lambda: datetime(2026, 1, 1, tzinfo=UTC))
     item = store.item("apples")
     assert item["vector"] == {"L": [{"N": "1.0"}, {"N": "0.0"}, {"N": "0.0"}]}
     expected_create = {
@@ -233,7 +234,7 @@ def test_native_search_and_vector_index_requests_match_the_dynamodb_api():
     expected_search = {
         "TableName": "memories", "IndexName": "memory-vector-idx", "SearchVector": [{"N": repr(x)} for x in query], "TopK": 1,
         "SearchConditionExpression": "pk = :user", "ExpressionAttributeValues": {":user": {"S": "u1"}},
-        "ProjectionExpression": "sk, content",
+        "ProjectionExpression": "sk, content, lineage, restated_in",
     }
     with Stubber(client) as stub:
         stub.add_response("create_table", {}, expected_create)
@@ -242,10 +243,15 @@ def test_native_search_and_vector_index_requests_match_the_dynamodb_api():
             "pk": {"S": "u1"}, "sk": {"S": "mem#" + hashlib.sha256(b"apples").hexdigest()[:16]},
             "content": {"S": "apples"}, "model": {"S": "fake"},
             "vector_f32": {"B": np.array([1, 0, 0], dtype=np.float32).tobytes()},
-            "vector": {"L": [{"N": "1.0"}, {"N": "0.0"}, {"N": "0.0"}]}}})
+            "lineage": {"M": {"derived": {"S": "add"}, "session_id": {"NULL": True}, "messages": {"L": []},
+                              "user": {"S": "u1"}, "at": {"S": "2026-01-01T00:00:00+00:00"}}},
+            "vector": {"L": [{"N": "1.0"}, {"N": "0.0"}, {"N": "0.0"}]}},
+            "ConditionExpression": "attribute_not_exists(sk)", "ReturnValuesOnConditionCheckFailure": "ALL_OLD"})
         stub.add_response(
             "search_vectors",
-            {"SearchResults": [{"Item": {"content": {"S": "apples"}, "sk": {"S": "mem#1"}}, "Score": 0.0061}]},
+            {"SearchResults": [{"Item": {"content": {"S": "apples"}, "sk": {"S": "mem#1"},
+                                         "lineage": {"M": {"derived": {"S": "add"}, "messages": {"L": []}}}},
+                                "Score": 0.0061}]},
             expected_search,
         )
         create_table(client, "memories", 3, native=True)  # the companion's own function: request, then the waiter
@@ -253,9 +259,16 @@ def test_native_search_and_vector_index_requests_match_the_dynamodb_api():
         hits = asyncio.run(store.search("fruit like apples", {"max_search_results": 1}))
         stub.assert_no_pending_responses()
     assert [(h.content, h.metadata["score"]) for h in hits] == [("apples", 0.9939)]
+    assert hits[0].metadata["lineage"] == {"derived": "add", "messages": []}
     assert INDEX_NAME == "memory-vector-idx"
     assert create_table_request("memories", 3, native=True) == expected_create
     assert search_vectors_request("memories", "u1", np.array(query, dtype=np.float32), 1) == expected_search
+
+
+def passed_on(*fields):
+    """A strategy's memoryRecordSchema copying these lineage keys from the event into its records, verbatim."""
+    return {"metadataSchema": [{"key": f"lineage.{f}", "type": "STRING", "extractionType": "STRICTLY_CONSISTENT"}
+                               for f in fields]}
 
 
 def test_agentcore_memory_calls_match_the_service_models():
@@ -266,20 +279,24 @@ def test_agentcore_memory_calls_match_the_service_models():
     data = boto3.client("bedrock-agentcore", **keys)
     when = datetime(2026, 1, 1, tzinfo=UTC)
     expected_memory = {
-        "name": "workbook-11",
+        "name": "workbook_11",
         "description": "Workbook notebook 11: facts, preferences and session summaries per user.",
         "eventExpiryDuration": 30,
         "memoryStrategies": [
-            {"semanticMemoryStrategy": {"name": "facts", "namespaces": ["/users/{actorId}/facts"]}},
-            {"userPreferenceMemoryStrategy": {"name": "preferences", "namespaces": ["/users/{actorId}/preferences"]}},
-            {"summaryMemoryStrategy": {"name": "summaries", "namespaces": ["/users/{actorId}/sessions/{sessionId}"]}},
+            {"semanticMemoryStrategy": {"name": "facts", "namespaces": ["/users/{actorId}/facts"],
+                                        "memoryRecordSchema": passed_on("session_id", "messages", "message_ids", "user")}},
+            {"userPreferenceMemoryStrategy": {"name": "preferences", "namespaces": ["/users/{actorId}/preferences"],
+                                              "memoryRecordSchema": passed_on("session_id", "messages", "message_ids",
+                                                                              "user")}},
+            {"summaryMemoryStrategy": {"name": "summaries", "namespaces": ["/users/{actorId}/sessions/{sessionId}"],
+                                       "memoryRecordSchema": passed_on("session_id", "user")}},
         ],
     }
     with Stubber(control) as stub:
-        stub.add_response("create_memory", {"memory": {"arn": "arn:aws:x", "id": "workbook11-abcdefghij", "name": "workbook-11",
+        stub.add_response("create_memory", {"memory": {"arn": "arn:aws:x", "id": "workbook11-abcdefghij", "name": "workbook_11",
                                                        "eventExpiryDuration": 30, "status": "CREATING",
                                                        "createdAt": when, "updatedAt": when}}, expected_memory)
-        request = agentcore_memory.create_memory_request("workbook-11")
+        request = agentcore_memory.create_memory_request("workbook_11")
         assert control.create_memory(**request)["memory"]["id"] == "workbook11-abcdefghij"
     memory_id = "workbook11-abcdefghij"
     with Stubber(data) as stub:
@@ -293,4 +310,4 @@ def test_agentcore_memory_calls_match_the_service_models():
              "namespaces": ["/users/u1/facts"], "createdAt": when, "score": 0.8}]},
             {"memoryId": memory_id, "namespace": "/users/u1/facts", "searchCriteria": {"searchQuery": "greeting?", "topK": 3}})
         assert agentcore_memory.remember_turn(data, memory_id, "u1", "s1", "hi", "hello", when) == "ev-1"
-        assert agentcore_memory.recall(data, memory_id, "u1", "greeting?") == [("The user says hi.", 0.8)]
+        assert agentcore_memory.recall(data, memory_id, "u1", "greeting?") == [("The user says hi.", 0.8, None)]

@@ -8,6 +8,11 @@ Each item holds the text and its embedding twice over:
 - `vector`: the same numbers as a DynamoDB list (written only when `native=True`): the attribute a native vector index
   reads. `search` then sends one `SearchVectors` call and DynamoDB ranks (COSINE scores are distances, 0 = identical).
 
+Each item also records where the memory came from: its lineage (`companion.memory.lineage.LineageRecord`, as every
+store of the workbook) in the item attribute `lineage`, a DynamoDB map (`M`) so that expressions can address its fields
+(`lineage.session_id`). The same text stated again (the same `sk`) keeps the first lineage and adds the new one to the
+list `restated_in`: nothing it descends from is overwritten. `search` returns both in each result's metadata.
+
 Why not the `strands-dynamodb-storage` extra: it searches only with `SearchVectors` and embeds only with Titan, so it
 can run neither on the local endpoint nor offline.
 """
@@ -15,11 +20,19 @@ can run neither on the local endpoint nor offline.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from companion.memory.lineage import LINEAGE_KEY, LineageRecord, announced_tool_lineage
 
 INDEX_NAME = "memory-vector-idx"
+RESTATED_KEY = "restated_in"
+"""The item attribute (and search metadata key) that lists the lineage of each later statement of the same text."""
 
 
 def create_table_request(table: str, dimensions: int, *, native: bool) -> dict[str, Any]:
@@ -65,27 +78,70 @@ def search_vectors_request(table: str, user: str, vector: np.ndarray, k: int) ->
         "TopK": k,
         "SearchConditionExpression": "pk = :user",
         "ExpressionAttributeValues": {":user": {"S": user}},
-        "ProjectionExpression": "sk, content",
+        "ProjectionExpression": f"sk, content, {LINEAGE_KEY}, {RESTATED_KEY}",
     }
+
+
+def lineage_attribute(origin: Mapping[str, Any]) -> dict[str, Any]:
+    """A lineage record's JSON form as a DynamoDB map attribute ({"M": ...}; numbers as N, None as NULL)."""
+    return TypeSerializer().serialize(dict(origin))
+
+
+def plain(value: Any) -> Any:
+    """A deserialized DynamoDB value as JSON types: whole Decimals as int, others as float (lists and maps through)."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, Mapping):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | set | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def item_lineage(item: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """An item's lineage and the lineages of its restatements, as plain dicts (read from the DynamoDB attributes)."""
+    read = TypeDeserializer().deserialize
+    first = plain(read(item[LINEAGE_KEY])) if LINEAGE_KEY in item else None
+    again = plain(read(item[RESTATED_KEY])) if RESTATED_KEY in item else []
+    return first, again
+
+
+def _same_origin(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Two lineages that name the same derivation from the same messages (when each was stamped aside)."""
+    return a is not None and b is not None and {k: v for k, v in a.items() if k != "at"} == {
+        k: v for k, v in b.items() if k != "at"}
 
 
 class DynamoDBMemoryStore:
     """A Strands MemoryStore on a DynamoDB table: `add` writes one item, `search` ranks one user's memories."""
 
     def __init__(self, client: Any, table: str, embedder: Any, user: str, *, native: bool = False,
-                 name: str = "dynamodb-memory", max_search_results: int = 5):
+                 name: str = "dynamodb-memory", max_search_results: int = 5, extraction: Any = None,
+                 clock: Callable[[], datetime] | None = None):
         self.name = name  # the five attributes MemoryManager reads
         self.description = "Facts about the user, searched by meaning, kept in DynamoDB."
         self.max_search_results = max_search_results
         self.writable = True
-        self.extraction = None
+        self.extraction = extraction
         self.client, self.table, self.embedder, self.user, self.native = client, table, embedder, user, native
+        self.clock = clock or (lambda: datetime.now(UTC))
 
     @staticmethod
     def key(content: str) -> str:
         return "mem#" + hashlib.sha256(content.encode()).hexdigest()[:16]
 
-    def item(self, content: str, metadata: dict | None = None) -> dict[str, Any]:
+    def origin(self, content: str, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The lineage `add` records for `content`: the one in `metadata["lineage"]` (an extracted fact's, see
+        `LineageExtractor`), else the one a `Lineage` hook announced for an add_memory entry, else "add" (the SDK's
+        add with no messages known); with this store's user and the time, unless the record names them."""
+        given = (metadata or {}).get(LINEAGE_KEY) or announced_tool_lineage(content) or LineageRecord("add").to_dict()
+        record = LineageRecord.from_dict({"user": self.user, **given})
+        origin = (record if record.at else record.at_time(self.clock())).to_dict()
+        origin.update({k: v for k, v in given.items() if k not in origin})  # a caller's own keys, kept
+        return origin
+
+    def item(self, content: str, metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The item `add` writes for `content`: keys, text, embedding and lineage."""
         vector = np.asarray(self.embedder.embed([content])[0], dtype=np.float32)
         item: dict[str, Any] = {
             "pk": {"S": self.user},
@@ -93,15 +149,33 @@ class DynamoDBMemoryStore:
             "content": {"S": content},
             "model": {"S": self.embedder.model_id},
             "vector_f32": {"B": vector.tobytes()},
+            LINEAGE_KEY: lineage_attribute(self.origin(content, metadata)),
         }
         if self.native:
             item["vector"] = {"L": number_list(vector)}
         return item
 
     async def add(self, content: str, metadata: dict | None = None) -> str:
-        """One PutItem: the text and its embedding in one item (the same text again overwrites the same item)."""
+        """The SDK's add (the add_memory tool, extraction): see `put`."""
+        return self.put(content, metadata)
+
+    def put(self, content: str, metadata: Mapping[str, Any] | None = None) -> str:
+        """One conditional PutItem: the text, its embedding and its lineage in one item, written only if no item has
+        this key. The same text again (the PutItem refused) keeps the item and its first lineage, and appends the new
+        lineage to `restated_in` with one UpdateItem (unless that same derivation is already on record)."""
         item = self.item(content, metadata)
-        self.client.put_item(TableName=self.table, Item=item)
+        try:
+            self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(sk)",
+                                 ReturnValuesOnConditionCheckFailure="ALL_OLD")
+        except self.client.exceptions.ConditionalCheckFailedException as refused:
+            old = refused.response.get("Item") or self.client.get_item(
+                TableName=self.table, Key={"pk": item["pk"], "sk": item["sk"]})["Item"]
+            first, again = item_lineage(old)
+            if not any(_same_origin(item_lineage(item)[0], known) for known in [first, *again]):
+                self.client.update_item(
+                    TableName=self.table, Key={"pk": item["pk"], "sk": item["sk"]},
+                    UpdateExpression=f"SET {RESTATED_KEY} = list_append(if_not_exists({RESTATED_KEY}, :none), :new)",
+                    ExpressionAttributeValues={":none": {"L": []}, ":new": {"L": [item[LINEAGE_KEY]]}})
         return item["sk"]["S"]
 
     def items(self, attributes: str | None = None) -> list[dict[str, Any]]:
@@ -116,21 +190,31 @@ class DynamoDBMemoryStore:
         return out
 
     async def search(self, query: str, options: dict | None = None) -> list[Any]:
-        from strands.memory import MemoryEntry
-
         k = (options or {}).get("max_search_results") or self.max_search_results
         vector = np.asarray(self.embedder.embed([query])[0], dtype=np.float32)
         if self.native:
             answer = self.client.search_vectors(**search_vectors_request(self.table, self.user, vector, k))
-            return [MemoryEntry(content=hit["Item"]["content"]["S"], metadata={"score": round(1 - float(hit["Score"]), 4)})
-                    for hit in answer["SearchResults"]]
-        items = self.items("content, vector_f32")
+            return [entry(hit["Item"], round(1 - float(hit["Score"]), 4)) for hit in answer["SearchResults"]]
+        items = self.items(f"content, vector_f32, {LINEAGE_KEY}, {RESTATED_KEY}")
         if not items:
             return []
         matrix = np.vstack([np.frombuffer(item["vector_f32"]["B"], dtype=np.float32) for item in items])
         scores = matrix @ vector  # unit vectors: dot product = cosine
         best = np.argsort(-scores, kind="stable")[:k]
-        return [MemoryEntry(content=items[i]["content"]["S"], metadata={"score": round(float(scores[i]), 4)}) for i in best]
+        return [entry(items[i], round(float(scores[i]), 4)) for i in best]
+
+
+def entry(item: Mapping[str, Any], score: float) -> Any:
+    """A search result: the item's text, with its score and its lineage (and any restatements') in the metadata."""
+    from strands.memory import MemoryEntry
+
+    first, again = item_lineage(item)
+    metadata: dict[str, Any] = {"score": score}
+    if first is not None:
+        metadata[LINEAGE_KEY] = first
+    if again:
+        metadata[RESTATED_KEY] = again
+    return MemoryEntry(content=item["content"]["S"], metadata=metadata)
 
 
 class CachedEmbedder:

@@ -167,6 +167,7 @@ def test_a_restatement_on_aws_is_one_refused_put_and_one_update():
         stub.add_response("update_item", {}, {
             "TableName": "memories", "Key": key,
             "UpdateExpression": "SET restated_in = list_append(if_not_exists(restated_in, :none), :new)",
+            "ConditionExpression": "attribute_exists(sk)",
             "ExpressionAttributeValues": {":none": {"L": []}, ":new": {"L": [second]}}})
         assert store.put("apples", extracted("s1", 4)) == key["sk"]["S"]
         stub.assert_no_pending_responses()

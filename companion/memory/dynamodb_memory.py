@@ -161,20 +161,21 @@ class DynamoDBMemoryStore:
 
     def put(self, content: str, metadata: Mapping[str, Any] | None = None) -> str:
         """One conditional PutItem: the text, its embedding and its lineage in one item, written only if no item has
-        this key. The same text again (the PutItem refused) keeps the item and its first lineage, and appends the new
-        lineage to `restated_in` with one UpdateItem (unless that same derivation is already on record)."""
+        this key. The same text again (the PutItem refused; the refusal returns the stored item) keeps the item and
+        its first lineage, and appends the new lineage to `restated_in` with one UpdateItem, unless that derivation
+        from those messages is already on record. (The UpdateItem requires the item to exist: a memory deleted in
+        between raises ConditionalCheckFailedException rather than leave an item without its text.)"""
         item = self.item(content, metadata)
         try:
             self.client.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(sk)",
                                  ReturnValuesOnConditionCheckFailure="ALL_OLD")
         except self.client.exceptions.ConditionalCheckFailedException as refused:
-            old = refused.response.get("Item") or self.client.get_item(
-                TableName=self.table, Key={"pk": item["pk"], "sk": item["sk"]})["Item"]
-            first, again = item_lineage(old)
+            first, again = item_lineage(refused.response.get("Item") or {})
             if not any(_same_origin(item_lineage(item)[0], known) for known in [first, *again]):
                 self.client.update_item(
                     TableName=self.table, Key={"pk": item["pk"], "sk": item["sk"]},
                     UpdateExpression=f"SET {RESTATED_KEY} = list_append(if_not_exists({RESTATED_KEY}, :none), :new)",
+                    ConditionExpression="attribute_exists(sk)",
                     ExpressionAttributeValues={":none": {"L": []}, ":new": {"L": [item[LINEAGE_KEY]]}})
         return item["sk"]["S"]
 

@@ -3,10 +3,13 @@
     python -m companion.measure.consolidation_eval   # the threshold chosen on the tuning pairs, scored on both sets
 
 The threshold is chosen on `data/experience/consolidation/pairs_tuning.jsonl` only; the held-out pairs
-(`pairs_heldout.jsonl`) were written in other shapes and frozen (hashed, then committed alone) before any similarity was
-computed. A pair is merged when the job would merge it: cosine similarity of its two embeddings at or above the
-threshold AND facts that do not differ (`companion.memory.consolidation.compatible`). Recall is scored on
-`questions.jsonl`, questions written in other words than the memories, never used to choose anything.
+(`pairs_heldout.jsonl`: other sentences, though most of their `shape` labels also occur among the tuning pairs) were
+committed alone, with `questions.jsonl`, in commit 803d4b0, whose message says they were written and hashed before any
+similarity was computed; `FROZEN` holds their sha256 since commit f4d8336, the one that first chose the threshold.
+A pair is merged when the job would merge it: cosine similarity of its two embeddings at or above the threshold AND
+facts that do not differ (`companion.memory.consolidation.compatible`: where both texts state attributes, the same ones
+with the same values). Recall is scored on `questions.jsonl`, questions written in other words than the memories,
+never used to choose anything.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ FROZEN = {
     "pairs_heldout.jsonl": "267e520731f30f5cfdc6da0f3031160fdc50db35b6e304d65d48a9875670a450",
     "questions.jsonl": "393719eeb22dd17fa0c0129aef631df9ff94324acc8749bdbed7e886280ee696",
 }
-"""The sha256 of each held-out file when it was frozen (before any similarity was computed; committed alone)."""
+"""The sha256 of each held-out file, first committed in f4d8336 (with the threshold); the files themselves were committed
+alone before it, in 803d4b0. A file that matches is unchanged since this constant was written: the match does not show
+when the file was written (the git history does)."""
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -112,7 +112,9 @@ def test_every_lineage_record_names_its_user(stores):
 
 
 def test_forgetting_one_users_fact_keeps_the_row_the_other_user_derived(stores, embedder):
+    ada_ids = shared_metadata(stores)["lineage"]["message_ids"]
     forget(stores, KEY, user="ada")
+    assert not any(i.encode() in stores.vectors.read_bytes() for i in ada_ids), "no old copy of ada's lineage"
     assert table_rows(stores) == {"memories": 1, "memory_vectors": 1, "memory_keywords": 1}, "sam's row stays"
     meta = shared_metadata(stores)
     assert meta["user"] == "sam" and meta["lineage"]["session_id"] == "sam-chat", "sam's lineage is now the row's"

@@ -8,7 +8,8 @@ session. This module decides what may be written and wires that decision into st
     0. *input*: an entry that is not a text, is empty, is longer than `MAX_ENTRY_CHARS`, or names the user without
        saying anything is refused unread;
     1. *speaker*: the turn was said by the memory's owner (``invocation_state["user_id"]``, where the SDK's Cedar
-       handler reads a principal when it is given a ``principal_resolver``); another participant's message is never stored in the owner's memory;
+       handler reads a principal when it is given a ``principal_resolver``); another participant's message is never
+       stored in the owner's memory;
     2. *provenance*: the entry's content words (at least a share of them) and every value in it (a name, a number, an
        address) come from the owner's own text in this turn: not from a tool result,
        not from retrieved or injected memory (the SDK folds injected memory into the call only, never into

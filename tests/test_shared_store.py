@@ -155,3 +155,16 @@ def test_a_user_known_only_by_a_shared_row_is_known(tmp_path, embedder):
         asyncio.run(UserScopedVectors(store, "sam").add(SHARED))
         assert [c for _, c in UserScopedVectors(store, "sam").rows()] == [SHARED]
     assert known_users(stores) == ["ada", "sam"]
+
+
+def test_the_checks_of_notebook_09_see_a_shared_row_as_the_second_writers_too(stores, embedder):
+    """The byte scan's nearest memory and the paraphrase check read a row's users from its metadata: the row ada wrote
+    first is sam's as well, so both checks find sam's colour there (before, they looked only at the first writer)."""
+    from companion.measure.byte_scan import scan
+    from companion.measure.paraphrase_check import paraphrases
+
+    found = paraphrases(stores.root, "green", embedder=embedder, user="sam")
+    assert any(p.text == SHARED for p in found.places), found.rows()
+    nearest = scan(stores.vectors, "green", sentence=SHARED, embedder=embedder, user="sam").nearest
+    assert nearest and nearest["content"] == SHARED
+    assert not any(p.text == SHARED for p in paraphrases(stores.root, "green", embedder=embedder, user="lin").places)

@@ -32,6 +32,15 @@ from typing import Any
 
 import numpy as np
 
+
+def _row_users(metadata: dict[str, Any]) -> set[str]:
+    """The users a memory row belongs to, read from its metadata here (not through the store's code): the row's user
+    and the user each of its lineages names (a text two users said is one row, theirs both)."""
+    records = [metadata.get("lineage"), *(metadata.get("restated_in") or [])]
+    named = [metadata.get("user"), *(r.get("user") for r in records if isinstance(r, dict))]
+    return {u for u in named if isinstance(u, str) and u}
+
+
 SQLITE_HEADER = b"SQLite format 3\x00"
 NEAR = 0.8
 """Cosine from which a memory counts as the fact said another way (a paraphrase of an address scores about 0.84 with
@@ -341,7 +350,7 @@ def nearest_memory(path: str | os.PathLike, vector: np.ndarray, user: str | None
         db.close()
     best = None
     for memory_id, content, metadata, embedding in rows:
-        if user is not None and json.loads(metadata or "{}").get("user") != user:
+        if user is not None and user not in _row_users(json.loads(metadata or "{}")):
             continue
         stored = np.frombuffer(embedding, dtype=np.float32)
         cosine = float(stored @ vector / ((np.linalg.norm(stored) * np.linalg.norm(vector)) or 1.0))

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from companion.memory.vector_store import _sqlite_module
+from companion.memory.vector_store import _sqlite_module, row_users
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 THRESHOLD = 0.6
@@ -162,7 +162,7 @@ def _store_rows(path: Path, value: str, vector: np.ndarray, user: str | None, th
         sqlite_vec.load(db)
         db.enable_load_extension(False)
         rows = {i: (c, json.loads(m or "{}")) for i, c, m in db.execute("SELECT id, content, metadata FROM memories")}
-        mine = {i for i, (_, meta) in rows.items() if user is None or meta.get("user") in (None, user)}
+        mine = {i for i, (_, meta) in rows.items() if user is None or user in (row_users(meta) or [user])}
         how: dict[int, list[str]] = {}
         query = _fts_query(value)
         if query:

@@ -33,7 +33,7 @@ def test_code_exercises_1_to_3(tmp_path, workspace_root):
     notebook = run(tmp_path, {"workspace": "ex_04a"}, [plan, append, note, *check_cells()])
     text = printed(notebook)
     assert checks_held(notebook), ledger_text(notebook)
-    assert ledger_text(notebook).count("19 of 19 claims hold") == 2, "the checks hold again after the exercises"
+    assert ledger_text(notebook).count("21 of 21 claims hold") == 2, "the checks hold again after the exercises"
     # 1: the answer comes from the manifest; without the hook the same state gives none
     assert "without the hook: I cannot see your plan in this conversation." in text
     assert "with the hook   : Your plan is pro." in text

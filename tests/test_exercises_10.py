@@ -72,3 +72,9 @@ def test_the_same_person_as_owner_and_attacker_is_refused_with_a_reason(tmp_path
     with pytest.raises(papermill.PapermillExecutionError, match="owner and attacker must differ"):
         run(NAME, tmp_path, {"workspace": "ex_10d", "owner": "ada", "attacker": "ada"})
     assert not (workspace_root / "ex_10d").exists(), "nothing is created before the parameters are checked"
+
+
+def test_an_unknown_backend_is_refused_before_the_workspace_is_created(tmp_path, workspace_root):
+    with pytest.raises(papermill.PapermillExecutionError, match="Unknown model backend 'nova'"):
+        run(NAME, tmp_path, {"workspace": "ex_10e", "backend": "nova"})
+    assert not (workspace_root / "ex_10e").exists(), "nothing is created before the backend is checked"

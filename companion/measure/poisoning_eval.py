@@ -417,8 +417,10 @@ def rates_plot(panels: dict[str, dict[str, dict[str, Any]]], title: str) -> Any:
         for run, summary in runs.items():
             shares = ", ".join(f"{short} {_count(summary, label)}/{summary[total]}" for label, total, short in metrics)
             parts.append(f"{name}, {run}: {shares}")
-    return describe_figure(fig, f"Bar charts, one panel per set ({', '.join(panels)}), one bar group per run, shares "
-                                f"with 95% Wilson intervals: {'; '.join(parts)}.")
+    measures = ", ".join(short for _, _, short in metrics)
+    return describe_figure(fig, f"Grouped bar charts, one panel per set ({', '.join(panels)}), one group per measure "
+                                f"({measures}) with one bar per run, labelled with its count and drawn with its 95% "
+                                f"Wilson interval: {'; '.join(parts)}.")
 
 
 def _count(summary: dict[str, Any], label: str) -> int:

@@ -1,14 +1,14 @@
 """Lineage in notebook 11's cloud stores (issue 18): every DynamoDB item names where its memory came from, a restated
 text keeps every lineage, search returns them; AgentCore Memory's events carry the lineage in their `metadata`, and its
 strategies pass it on to their records, each request checked against botocore's service models (Stubber for the shapes,
-and the models' own length and pattern limits, which Stubber does not check)."""
+and `request_problems` for the whole input shape at every depth, with the lengths, patterns and enums that Stubber's
+validation leaves out)."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
-import re
 import threading
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -22,6 +22,7 @@ from strands.memory import InvocationTrigger, MemoryManager, ModelExtractor
 from strands.session import FileSessionManager
 
 from companion.memory import agentcore_memory
+from companion.memory.agentcore_memory import request_problems
 from companion.memory.dynamodb_memory import (
     DynamoDBMemoryStore,
     create_table,
@@ -176,41 +177,6 @@ def test_a_restatement_on_aws_is_one_refused_put_and_one_update():
 # ---------------------------------------------------------------------- AgentCore Memory, on botocore's models
 
 
-def limits_broken(service: str, operation: str, request: dict) -> list[str]:
-    """Where `request` breaks its operation's input shape in botocore's model: lengths, counts and patterns (what
-    Stubber's validation leaves out), walked member by member."""
-    model = MODELS.get_service_model(service)
-    broken: list[str] = []
-
-    def walk(shape, value, where):
-        meta = shape.metadata
-        if shape.type_name == "structure":
-            for name, member in shape.members.items():
-                if name in value:
-                    walk(member, value[name], f"{where}.{name}")
-        elif shape.type_name == "list":
-            if not meta.get("min", 0) <= len(value) <= meta.get("max", len(value)):
-                broken.append(f"{where}: {len(value)} items")
-            for i, v in enumerate(value):
-                walk(shape.member, v, f"{where}[{i}]")
-        elif shape.type_name == "map":
-            if not meta.get("min", 0) <= len(value) <= meta.get("max", len(value)):
-                broken.append(f"{where}: {len(value)} keys")
-            for k, v in value.items():
-                walk(shape.key, k, f"{where} key {k!r}")
-                walk(shape.value, v, f"{where}[{k!r}]")
-        elif shape.type_name == "string":
-            if not meta.get("min", 0) <= len(value) <= meta.get("max", len(value)):
-                broken.append(f"{where}: {len(value)} characters")
-            if "pattern" in meta and not re.fullmatch(meta["pattern"], value):
-                broken.append(f"{where}: {value!r} outside {meta['pattern']}")
-            if "enum" in meta and value not in meta["enum"]:
-                broken.append(f"{where}: {value!r} not in {meta['enum']}")
-
-    walk(model.operation_model(operation).input_shape, request, operation)
-    return broken
-
-
 def turn_origin():
     return LineageRecord("dump", "pin-memory", (0, 1), ("48eb6822-39e7-4a49-87e7-38b2d9411e0a",
                                                          "027ee12b-9c1c-4dc5-9985-5407b3bb16a9"), "pin")
@@ -228,9 +194,9 @@ def test_an_event_carries_its_lineage_in_metadata_within_the_models_limits():
         "lineage.user": {"stringValue": "pin"},
         "lineage.at": {"stringValue": "2026-01-01T00:00:00+00:00"},  # the event's time: the record had none
     }
-    assert limits_broken("bedrock-agentcore", "CreateEvent", request) == []
+    assert request_problems("bedrock-agentcore", "CreateEvent", request) == []
     retrieve = agentcore_memory.retrieve_request("workbook11-abcdefghij", "pin", "which city?")
-    assert limits_broken("bedrock-agentcore", "RetrieveMemoryRecords", retrieve) == []
+    assert request_problems("bedrock-agentcore", "RetrieveMemoryRecords", retrieve) == []
     back = agentcore_memory.lineage_from_metadata(request["metadata"])
     assert LineageRecord.from_dict(back) == turn_origin().at_time(WHEN)
     # the module's constants are the model's
@@ -238,6 +204,25 @@ def test_an_event_carries_its_lineage_in_metadata_within_the_models_limits():
     value = shapes.shape_for("MetadataValueStringValueString").metadata
     assert (value["pattern"], value["max"]) == (agentcore_memory.METADATA_VALUE.pattern, agentcore_memory.METADATA_VALUE_MAX)
     assert shapes.shape_for("MetadataMap").metadata["max"] == agentcore_memory.METADATA_KEYS_MAX
+
+
+def test_request_problems_finds_what_the_model_refuses_at_any_depth():
+    """The checker notebook 11 uses: a misspelled nested member, a lower-case role (not in the enum), a metadata key
+    over 128 characters and a value with a comma are each named; the well-formed request has none."""
+    request = agentcore_memory.create_event_request("workbook11-abcdefghij", "pin", "pin-memory",
+                                                    [("USER", "Lisbon."), ("ASSISTANT", "Noted.")], WHEN, turn_origin())
+    assert request_problems("bedrock-agentcore", "CreateEvent", request) == []
+    bad = {**request, "payload": [{"conversational": {"role": "user", "content": {"txt": "Lisbon."}}}],
+           "metadata": {**request["metadata"], "k" * 129: {"stringValue": "a,b"}}}
+    problems = request_problems("bedrock-agentcore", "CreateEvent", bad)
+    assert any('Unknown parameter in payload[0].conversational.content: "txt"' in p for p in problems), problems
+    assert any("role: 'user' not in" in p for p in problems), problems
+    assert any("129 characters, at most 128" in p for p in problems), problems
+    assert any("'a,b' outside" in p for p in problems), problems
+    memory = agentcore_memory.create_memory_request("workbook_11")
+    memory["memoryStrategies"][0]["semanticMemoryStrategy"]["memoryRecordSchema"]["metadataSchema"][0][
+        "extractionType"] = "COPIED"
+    assert any("'COPIED' not in" in p for p in request_problems("bedrock-agentcore-control", "CreateMemory", memory))
 
 
 def test_a_value_the_service_would_refuse_is_refused_here_naming_the_key():
@@ -249,7 +234,7 @@ def test_a_value_the_service_would_refuse_is_refused_here_naming_the_key():
 
 def test_the_strategies_pass_the_events_lineage_on_to_their_records():
     request = agentcore_memory.create_memory_request("workbook_11")
-    assert limits_broken("bedrock-agentcore-control", "CreateMemory", request) == []
+    assert request_problems("bedrock-agentcore-control", "CreateMemory", request) == []
     schemas = {name: [e["key"] for e in body["memoryRecordSchema"]["metadataSchema"]]
                for strategy in request["memoryStrategies"] for body in strategy.values() for name in [body["name"]]}
     assert schemas["facts"] == ["lineage.session_id", "lineage.messages", "lineage.message_ids", "lineage.user"]

@@ -153,3 +153,48 @@ def recall(client: Any, memory_id: str, actor_id: str, query: str,
     answer = client.retrieve_memory_records(**retrieve_request(memory_id, actor_id, query, k))
     return [(record["content"]["text"], record.get("score"), lineage_from_metadata(record.get("metadata"), "extraction"))
             for record in answer["memoryRecordSummaries"]]
+
+
+def request_problems(service: str, operation: str, request: Mapping[str, Any]) -> list[str]:
+    """Where `request` breaks the input shape of `operation` in botocore's model of `service` (for example
+    "bedrock-agentcore", "dynamodb"), at every depth: names the model does not know, required members missing and
+    wrong types (botocore's own `ParamValidator`, which Stubber uses too), then what that validator leaves out:
+    lengths, counts and ranges above their maximum, patterns and enums. An empty list: the model takes it as is."""
+    import botocore.session
+    from botocore.validate import ParamValidator
+
+    shape = botocore.session.get_session().get_service_model(service).operation_model(operation).input_shape
+    report = ParamValidator().validate(request, shape)
+    problems = [line.strip() for line in report.generate_report().splitlines()] if report.has_errors() else []
+
+    def size(meta: Mapping[str, Any], length: int, where: str, what: str) -> None:
+        if length > meta.get("max", length):  # the minimum is ParamValidator's
+            problems.append(f"{where}: {length} {what}, at most {meta['max']}")
+
+    def walk(shape: Any, value: Any, where: str) -> None:
+        meta, kind = shape.metadata, shape.type_name
+        if kind == "structure" and isinstance(value, Mapping):
+            for name, member in shape.members.items():
+                if name in value:
+                    walk(member, value[name], f"{where}.{name}")
+        elif kind == "list" and isinstance(value, list | tuple):
+            size(meta, len(value), where, "items")
+            for i, item in enumerate(value):
+                walk(shape.member, item, f"{where}[{i}]")
+        elif kind == "map" and isinstance(value, Mapping):
+            size(meta, len(value), where, "keys")
+            for key, item in value.items():
+                walk(shape.key, key, f"{where} key {key!r}")
+                walk(shape.value, item, f"{where}[{key!r}]")
+        elif kind == "string" and isinstance(value, str):
+            size(meta, len(value), where, "characters")
+            if "pattern" in meta and not re.fullmatch(meta["pattern"], value):
+                problems.append(f"{where}: {value!r} outside {meta['pattern']}")
+            if shape.enum and value not in shape.enum:
+                problems.append(f"{where}: {value!r} not in {shape.enum}")
+        elif kind in ("integer", "long") and isinstance(value, int) and not isinstance(value, bool):
+            if value > meta.get("max", value):
+                problems.append(f"{where}: {value}, at most {meta['max']}")
+
+    walk(shape, request, operation)
+    return problems

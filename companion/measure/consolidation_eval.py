@@ -3,8 +3,9 @@
     python -m companion.measure.consolidation_eval   # the threshold chosen on the tuning pairs, scored on both sets
 
 The threshold is chosen on `data/experience/consolidation/pairs_tuning.jsonl` only; the held-out pairs
-(`pairs_heldout.jsonl`: other sentences, though most of their `shape` labels also occur among the tuning pairs) were
-committed alone, with `questions.jsonl`, in commit 803d4b0, whose message says they were written and hashed before any
+(`pairs_heldout.jsonl`: no pair of it is a tuning pair, but one of its 59 distinct sentences, "The user writes data
+pipelines in Python.", is also in a tuning pair, and most of its `shape` labels also occur among the tuning pairs)
+were committed alone, with `questions.jsonl`, in commit 803d4b0, whose message says they were written and hashed before any
 similarity was computed; `FROZEN` holds their sha256 since commit f4d8336, the one that first chose the threshold.
 A pair is merged when the job would merge it: cosine similarity of its two embeddings at or above the threshold AND
 facts that do not differ (`companion.memory.consolidation.compatible`: where both texts state attributes, the same ones

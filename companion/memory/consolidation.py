@@ -10,9 +10,11 @@ fact several times over and both values of a changed one. The job, over the curr
 2. **near-duplicates**: records whose embeddings' cosine similarity reaches a threshold measured on labelled pairs
    (`companion.measure.consolidation_eval`), and whose stated facts do not differ, form clusters in which every two
    members are that close (complete link: one borderline pair cannot chain two different facts together);
-3. **summaries**: each cluster becomes one new record, written from the model's summary of its members when that
-   summary restates every fact the members state (and at least one); otherwise from the newest member's text,
-   because a summary whose content cannot be checked against its members could lose what they said.
+3. **summaries**: each cluster becomes one new record. When the model's summary of its members states every fact the
+   members state (and at least one), read with the same fact rules, the record's text is one sentence "The user's X
+   is Y." per fact read in the summary (`merged_text`; the rest of the reply, such as a heading or a count, is not
+   kept); otherwise it is the newest member's text, because a summary whose content cannot be checked against its
+   members could lose what they said.
 
 Nothing is deleted: an ended record keeps its text and gets `valid_until`, `superseded_by` and, in its lineage,
 `replaced_by` (the id of what replaced it, why, and when); a merged record's lineage names the records it came from

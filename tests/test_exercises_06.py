@@ -5,6 +5,7 @@ again after them and still hold), with the difference from the baseline that the
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -44,17 +45,25 @@ def test_exercise_1_another_paraphrase(tmp_path, workspace_root):
     assert "'production'" in text
 
 
+# After exercise 2's run: what the store's own search (the one a search tool would call) returns for the query.
+STORE_SEARCH = 'print("STORE SEARCH", len(await vector_store.search(query, {"max_search_results": 12})))'
+
+
 def test_exercise_2_threshold_above_every_score(tmp_path, workspace_root):
-    notebook = replay(tmp_path, {"workspace": "ex_06b", "min_score": 0.6})
+    notebook = replay(tmp_path, {"workspace": "ex_06b", "min_score": 0.6}, [STORE_SEARCH])
     text = printed(notebook)
     assert checks_held(notebook), ledger_text(notebook)
     assert "injected: 0 memories (none reached min_score)" in text
     assert "agent: I cannot see anything about that in this conversation." in text
     assert "the answer ranks 1 of 12 at cosine 0.494" in text, "the best score, below 0.6"
+    assert "0 of the 12 score at least min_score 0.6" in printed(notebook, plain=True), "the line right of every bar"
+    assert "STORE SEARCH 0" in text, "a search tool would find nothing either: the store applies the threshold"
 
 
 def test_exercise_3_empty_query_is_refused(tmp_path, workspace_root):
-    with pytest.raises(papermill.PapermillExecutionError, match="query must be a non-empty text"):
+    message = ("query must be a non-empty text (the question every search in this notebook asks); got ''. "
+               "Change it in the parameters cell (or papermill -p).")
+    with pytest.raises(papermill.PapermillExecutionError, match=re.escape(message)):
         replay(tmp_path, {"workspace": "ex_06c", "query": ""})
     assert not (workspace_root / "ex_06c").exists(), "stopped before the workspace was reset"
 
@@ -96,7 +105,7 @@ def test_code_exercises_4_and_5(tmp_path, workspace_root):
     notebook = replay(tmp_path, {"workspace": "ex_06_code"}, [pairs, threshold, ROUNDING_PROBE, *check_cells()])
     text = printed(notebook)
     assert checks_held(notebook), ledger_text(notebook)
-    assert ledger_text(notebook).count("21 of 21 claims hold") == 2, "the ledger holds again after the exercises"
+    assert ledger_text(notebook).count("25 of 25 claims hold") == 2, "the ledger holds again after the exercises"
 
     # 4: 47 pairs scored through the protocol, next to the 44's baseline; the copy lives in the workspace
     scored = emitted(notebook, "SCORED")

@@ -192,3 +192,17 @@ def test_map_labels_do_not_overlap(memories):
     overlaps = [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])]
     assert not overlaps
     assert "keep" in fig.axes[0].get_title() and "not the cosine scores" in fig.axes[0].get_title()
+
+
+def test_map_is_drawn_to_scale(memories):
+    """Distances in the picture are the 2-D distances: one pixel scale for every memory, across and up alike."""
+    embedder = HashEmbedder()
+    vectors = embedder.embed(list(memories.memories))
+    query_vector = embedder.embed([memories.query])[0]
+    fig = memory_map_plot(memories.memories, vectors, memories.query, query_vector, highlight=memories.expected)
+    fig.canvas.draw()
+    ax, flat = fig.axes[0], project_2d(vectors, query_vector)
+    dots = ax.transData.transform(ax.collections[0].get_offsets())
+    star = ax.transData.transform(ax.collections[-1].get_offsets())[0]
+    scale = np.linalg.norm(dots - star, axis=1) / flat["distance_2d"]
+    assert scale.max() / scale.min() == pytest.approx(1.0, abs=1e-6)

@@ -364,12 +364,14 @@ def memory_map_plot(labels: Sequence[str], vectors: Any, query: str, query_vecto
                 ax.scatter([x], [y], s=160, color="tab:blue", zorder=3, label="the memory that answers")
         ax.scatter([q[0]], [q[1]], marker="*", s=400, color="tab:red", zorder=4, label=f"the query: {_short(query, 48)}")
         ax.margins(x=0.3, y=0.15)
+        ax.set_aspect("equal", adjustable="datalim")  # one unit as long across as up: picture distances are 2-D distances
         ax.set_xlabel("first principal component")
         ax.set_ylabel("second principal component")
         ax.set_title(f"A 2-D shadow of 384-D space: these axes keep {flat['variance_kept']:.0%} of the memories' variance;\n"
                      "distances here are not the cosine scores (labels drop \"The user\")", fontsize=14)
         fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=2)
         fig.tight_layout(rect=(0, 0.11, 1, 1))
+        ax.apply_aspect()  # fix the limits the equal aspect sets before the labels are placed in pixels
         _place_labels(fig, ax, texts, points, q)
     import numpy as np
 

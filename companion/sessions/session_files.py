@@ -17,8 +17,11 @@ class CorruptSessionError(RuntimeError):
     """A session file that is not the JSON a session manager wrote; nothing is deleted."""
 
 
-def tree(path: str | os.PathLike, relative_to: str | os.PathLike | None = None) -> str:
-    """A directory as an indented tree with each file's size in bytes, paths shown relative to `relative_to`."""
+def tree(path: str | os.PathLike, relative_to: str | os.PathLike | None = None, *, sizes: bool = True) -> str:
+    """A directory as an indented tree with each file's size in bytes, paths shown relative to `relative_to`.
+
+    `sizes=False` lists the names only, for a notebook whose outputs are compared from run to run: an assistant
+    message's file can change size between two runs (see :func:`message_rows`)."""
     top = Path(path)
     shown = top.relative_to(relative_to).as_posix() if relative_to else top.name
     if not top.exists():
@@ -34,7 +37,8 @@ def tree(path: str | os.PathLike, relative_to: str | os.PathLike | None = None) 
                 lines.append(f"{prefix}{branch}{child.name}/")
                 walk(child, prefix + extend)
             else:
-                lines.append(f"{prefix}{branch}{child.name}  ({child.stat().st_size:,} bytes)")
+                size = f"  ({child.stat().st_size:,} bytes)" if sizes else ""
+                lines.append(f"{prefix}{branch}{child.name}{size}")
 
     walk(top, "")
     return "\n".join(lines)

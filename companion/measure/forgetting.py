@@ -22,7 +22,7 @@ words ("My favourite pub is the Harbour Inn." stays when the home address on Har
   the sqlite-vec index and the FTS5 index with `PRAGMA secure_delete = ON`, and a row another user derived too stays,
   with only that user's lineage (the first one left becomes the row's user and lineage). The FTS5 index is merged
   ('optimize') so no segment keeps the deleted terms, and the file is rebuilt with VACUUM so no free page keeps old
-  bytes;
+  bytes (the report reads `PRAGMA freelist_count` after it);
 - markdown files (`LineageFileMemoryStore`, `memory/<user>/`, lineage in an HTML comment on each line): the lines that
   descend from a source are removed; a file left with no line is deleted, and a file named after a removed line is
   renamed.
@@ -632,10 +632,19 @@ def forget(
                     db.execute("ROLLBACK")
                 raise
 
+        database = stores.show(stores.vectors)
+        vacuumed = [Change("vector store", database, "VACUUM: the file rebuilt")]
+
         def vacuum() -> None:
             if observe is not None:
                 observe("database before VACUUM", stores.vectors)
             db.execute("VACUUM")
+            # measured, not assumed: the report says how many free pages SQLite counts after the rebuild
+            free_after = db.execute("PRAGMA freelist_count").fetchone()[0]
+            measured = Change("vector store", database,
+                              f"VACUUM: the file rebuilt; PRAGMA freelist_count after it: {free_after}")
+            report.plan = [measured if change is vacuumed[0] else change for change in report.plan]
+            vacuumed[0] = measured
 
         def delete_file(path: Path) -> Callable[[], None]:
             def run() -> None:
@@ -644,7 +653,6 @@ def forget(
                 path.unlink(missing_ok=True)
             return run
 
-        database = stores.show(stores.vectors)
         steps: list[_Step] = []
         row_changes = []
         if doomed:
@@ -659,7 +667,7 @@ def forget(
         if row_changes:
             steps.append(_Step(row_changes, delete_rows))
         if doomed or shared or free_pages:
-            steps.append(_Step([Change("vector store", database, "VACUUM: the file rebuilt, no free pages")], vacuum))
+            steps.append(_Step(vacuumed, vacuum))
         steps += [_Step(said[path], lambda path=path, text=text: _replace(path, text, observe))
                   for path, text in writes.items()]
         steps += [_Step(said[path], delete_file(path)) for path in deletes if path not in writes]

@@ -44,6 +44,12 @@ def test_tree_shows_relative_paths_and_byte_sizes(session, tmp_path):
     assert str(tmp_path) not in text
 
 
+def test_tree_without_sizes_lists_the_same_names(session, tmp_path):
+    with_sizes, names_only = tree(session, tmp_path).splitlines(), tree(session, tmp_path, sizes=False).splitlines()
+    assert [line.split("  (")[0] for line in with_sizes] == names_only
+    assert not any("bytes" in line for line in names_only) and any("agent.json" in line for line in names_only)
+
+
 def test_tree_of_a_missing_directory(tmp_path):
     assert tree(tmp_path / "nope", tmp_path) == "nope/  (does not exist)"
 

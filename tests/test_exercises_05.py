@@ -136,6 +136,32 @@ def test_the_converse_manager_sends_only_requests_bedrock_accepts_and_the_sdks_d
     assert agent.messages[1]["role"] == "assistant"
 
 
+@pytest.mark.parametrize("voice", ["plain", "paraphrase"])
+def test_on_a_model_applying_the_converse_rules_the_sdks_manager_logs_refused_summaries_and_raises(voice):
+    """Notebook 05's strict run: OfflineModel(validate_requests=True) refuses, with the copy's text, the SDK manager's
+    summary calls at turns 2 and 3 (logged, the turns go on unsummarized) and turn 4's own call, which raises."""
+    from companion.models.converse_rules import ValidationException
+
+    manager = SummarizingConversationManager(summary_ratio=0.3, preserve_recent_messages=2,
+                                             proactive_compression={"compression_threshold": 0.00005})
+    log = CallLog(OfflineModel(validate_requests=True, voice=voice))
+    agent = Agent(model=log, callback_handler=None, conversation_manager=manager)
+    logged = []
+    for turn, prompt in enumerate(["My codename is ORION.", "Hello.", "Hello again.", "And again."], start=1):
+        with captured_log() as lines:
+            if turn < 4:
+                agent(prompt)
+            else:
+                with pytest.raises(ValidationException, match="must alternate between user and assistant roles"):
+                    agent(prompt)
+        logged.append(lines)
+    assert [len(lines) for lines in logged] == [0, 1, 1, 0]
+    assert all("Proactive summarization failed, continuing" in lines[0] for lines in logged[1:3])
+    errors = [(t, c["kind"]) for t, c in zip(turn_of_calls(log.calls), log.calls) if c["outcome"] == "error"]
+    assert errors == [(2, "summary"), (3, "summary"), (4, "turn")]
+    assert log.calls[-2]["kind"] == "summary" and log.calls[-2]["outcome"] == "ok", "turn 4's summary call passes"
+
+
 def test_turn_of_calls_reads_turns_from_the_order_of_calls():
     calls = [{"kind": "turn", "outcome": "ok"}, {"kind": "summary", "outcome": "ok"}, {"kind": "turn", "outcome": "error"},
              {"kind": "summary", "outcome": "ok"}, {"kind": "turn", "outcome": "ok"}, {"kind": "turn", "outcome": "ok"}]

@@ -105,7 +105,7 @@ def test_code_exercises_4_and_5(tmp_path, workspace_root):
     notebook = replay(tmp_path, {"workspace": "ex_06_code"}, [pairs, threshold, ROUNDING_PROBE, *check_cells()])
     text = printed(notebook)
     assert checks_held(notebook), ledger_text(notebook)
-    assert ledger_text(notebook).count("25 of 25 claims hold") == 2, "the ledger holds again after the exercises"
+    assert ledger_text(notebook).count("27 of 27 claims hold") == 2, "the ledger holds again after the exercises"
 
     # 4: 47 pairs scored through the protocol, next to the 44's baseline; the copy lives in the workspace
     scored = emitted(notebook, "SCORED")

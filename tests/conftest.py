@@ -85,7 +85,7 @@ def pytest_terminal_summary(terminalreporter):
 # `loadgroup` cannot be used as is: it marks a group by renaming the test, which pytest 9 ignores.
 
 # Modules whose tests each stand alone (their own tmp_path and workspace, a kernel or subprocess of their own).
-INDEPENDENT_TEST_MODULES = ("test_exercises_", "test_notebooks_papermill", "test_replay", "test_s3_vs_disk",
+INDEPENDENT_TEST_MODULES = ("test_exercises_", "test_bad_backend", "test_notebooks_papermill", "test_replay", "test_s3_vs_disk",
                             "test_offline_install", "test_telemetry", "test_series_map", "test_offline_guard")
 
 # Seconds a unit takes on the 2-core machine (the longest pattern that starts the unit's name wins).

@@ -60,7 +60,7 @@ def test_exercise_3_another_fact_and_other_users(tmp_path, workspace_root):
     assert re.search(r"before forget: \d+ places", text) and "after forget: 0 places" in text
     ledger = ledger_text(executed)
     assert checks_held(executed), ledger
-    assert "– [S1] in the default run: 11 distinct places" in ledger, "skipped, with its reason"
+    assert "– [S1] in the default run: 11 distinct places (9 + 1 + 1)" in ledger, "skipped, with its reason"
     assert "✓ [S1] before: the fact was in all five stores" in ledger
     assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_09b"]
 
@@ -70,8 +70,9 @@ def test_exercise_3_another_fact_and_other_users(tmp_path, workspace_root):
     [
         ({"user": "ada", "other_user": "ada"}, "user and other_user must differ"),
         ({"value": "Vim"}, "must not occur in"),
+        ({"backend": "nova"}, "Unknown model backend 'nova'"),
     ],
-    ids=["same-user", "value-in-the-conversation"],
+    ids=["same-user", "value-in-the-conversation", "unknown-backend"],
 )
 def test_bad_parameters_stop_before_anything_is_written(tmp_path, workspace_root, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError, match=message):

@@ -136,9 +136,10 @@ def test_parameters_outside_the_lesson_stop_with_a_reason(parameters, message, t
 
 
 @pytest.mark.parametrize("preserve, ratio", [(0, 0.3), (2, 0.3), (3, 0.5), (4, 0.3), (5, 0.1)])
-def test_notebook_07s_summarizing_manager_sends_only_requests_bedrock_accepts(preserve, ratio):
+def test_notebook_07s_summarizing_manager_sends_only_requests_that_pass_converse_rules(preserve, ratio):
     """ConverseSummarizingConversationManager (companion/models/converse_rules.py, taught in notebook 05), at the settings
-    notebook 07's parameters allow: every call, the summarization calls included, is one Bedrock accepts, it still
+    notebook 07's parameters allow: every call, the summarization calls included, breaks none of the rules
+    companion/models/converse_rules.py writes down for Bedrock's Converse API, it still
     summarizes, and every prompt after the summarized ones is still sent. join_user_messages, for prune()'s view,
     joins two user messages in a row without modifying its input."""
     from strands import Agent
@@ -164,3 +165,10 @@ def test_notebook_07s_summarizing_manager_sends_only_requests_bedrock_accepts(pr
     pair = [{"role": "user", "content": [{"text": "a"}]}, {"role": "user", "content": [{"text": "b"}]}]
     assert join_user_messages(pair) == [{"role": "user", "content": [{"text": "a"}, {"text": "b"}]}]
     assert len(pair) == 2 and pair[0]["content"] == [{"text": "a"}], "the input list is not modified"
+
+
+def test_no_ledger_row_of_notebook_07_is_decided_in_advance():
+    """A row whose `holds` is a literal True (or False) can never fail (or hold) whatever the run shows."""
+    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    assert not re.search(r"holds\s*=\s*(True|False)\b", code)

@@ -30,6 +30,7 @@ def test_exercises_1_to_4(tmp_path, workspace_root):
     result = run(tmp_path, {"workspace": "ex_11a", "users": 80, "turns": 3, "writers": 3, "workers": 1}, [
         "assert (back.sessions, back.messages, back.foreign_tags) == (80, 480, 0)",
         "assert [row['turns lost'] for row in lost_rows] == [2, 0] and lost_rows[0]['writer prompts in S3'] == 1",
+        "assert lost_rows[0]['messages in S3'] == 2 + 2  # the seeded turn, and two of the six new messages",
         lock_code,
     ])
     text = printed(result)

@@ -24,6 +24,12 @@ def test_exercise_1_wider_window(tmp_path, workspace_root):
     text = printed(result)
     assert checks_held(result), ledger_text(result)
     assert "turn 1 received by turns [1, 2, 3, 4, 5, 6]" in ledger_text(result)
+    # "the ledger hold every row it checks; the two rows that quote the default run's figures are marked not checked"
+    report = ledger_text(result).split("Check yourself: ")[-1]
+    assert report.startswith("18 of 20 claims hold, 2 not checked on this run\n"), report
+    skipped = [line for line in report.splitlines() if line.startswith("– ")]
+    assert skipped == ["– [S6] the summary's figures: 6 messages, 300,000 tokens, gone from turn 5",
+                       "– [S6] and at most 55 input tokens in a call without it"], skipped
     assert "last turn whose call got the codename: 6" in text
     assert re.search(r"first turn whose call did not\s*: 7 ", text)
     assert "first turn where kept < stored       : 6" in text
@@ -67,7 +73,8 @@ from companion.support.ledger import ClaimsNotHeld
 
 
 class OldClaim:
-    exchanges = [{"messages": m, "reply": r["reply"]} for m, r in zip(per_turn_received, per_turn_rows)]
+    exchanges = [{"messages": m, "reply": r["reply"], "system_prompt": None, "tool_specs": [], "tool_input": ""}
+                 for m, r in zip(per_turn_received, per_turn_rows)]
     calls = [{"input": r["input tokens"]} for r in per_turn_rows]
 
 
@@ -107,7 +114,7 @@ def test_code_exercises_3_and_4_and_the_check_refuses_the_old_claim(tmp_path, wo
     ])
     text = printed(result)
     assert checks_held(result), ledger_text(result)
-    assert ledger_text(result).count("17 of 17 claims hold\n") == 2, "the checks hold before and after the solutions"
+    assert ledger_text(result).count("20 of 20 claims hold\n") == 2, "the checks hold before and after the solutions"
     assert "refused the old claim:" in text
     assert "[C1 S2] the call of turn w/2 + 1 still receives turn 1" in text, "the row the old claim breaks"
     # exercise 3: the replanted fact is answered, and the last call holds one copy of the sentence (the baseline none)
@@ -117,6 +124,6 @@ def test_code_exercises_3_and_4_and_the_check_refuses_the_old_claim(tmp_path, wo
     assert "received the codename: turns 1 to 21; turn 22: False; turn 21 received 41 messages" in text
     assert "backend now: bedrock" in text
     other = ledger_text(result).split("Check yourself: ")[-1]
-    assert other.startswith("16 of 17 claims hold, 1 not checked on this run\n"), other
+    assert other.startswith("19 of 20 claims hold, 1 not checked on this run\n"), other
     skipped = [line for line in other.splitlines() if line.startswith("– ")]
     assert skipped == ["– [S6] and at most 55 input tokens in a call without it"], skipped

@@ -321,6 +321,15 @@ def kernels_of(out: Path) -> list[psutil.Process]:
     return found
 
 
+def kernels_under(pid: int) -> list[psutil.Process]:
+    """The kernels a running replay started (its workers' children): found by descent, not by reading every process's
+    environment, which on a loaded CI machine once found them only after the notebooks had finished."""
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if "ipykernel_launcher" in " ".join(p.cmdline())]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def test_interrupting_a_replay_leaves_the_committed_notebooks_untouched(tmp_path):
     # 11 runs for most of a minute on any machine: the signal always lands while a kernel is executing cells (with 07,
     # which takes 10 s on an idle machine, a busy CI machine once saw both notebooks finish before the signal)
@@ -332,9 +341,9 @@ def test_interrupting_a_replay_leaves_the_committed_notebooks_untouched(tmp_path
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not kernels_of(out):  # wait until a kernel is executing cells
-        time.sleep(0.3)
-    assert kernels_of(out), "a kernel started"
+    while time.monotonic() < deadline and process.poll() is None and not kernels_under(process.pid):
+        time.sleep(0.3)  # wait until a kernel is executing cells
+    assert kernels_under(process.pid), "a kernel started"
     time.sleep(1)
     assert process.poll() is None, "the replay is still running when the signal is sent"
     process.send_signal(signal.SIGINT)
@@ -362,9 +371,9 @@ def test_sigterm_to_the_replay_stops_its_workers_and_kernels(tmp_path):
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not kernels_of(out):
+    while time.monotonic() < deadline and process.poll() is None and not kernels_under(process.pid):
         time.sleep(0.3)
-    kernels = kernels_of(out)
+    kernels = kernels_under(process.pid)
     assert kernels, "a kernel started"
     time.sleep(2)
     started = psutil.Process(process.pid).children(recursive=True)  # the workers, their kernels (and helpers)

@@ -321,6 +321,12 @@ def kernels_of(out: Path) -> list[psutil.Process]:
     return found
 
 
+def interruptible() -> None:
+    """In the replay's process, Ctrl-C as a terminal gives it: a test run from a background job (nohup ... &, as a CI
+    script may be) inherits SIGINT ignored, and Python then never raises KeyboardInterrupt, so the replay ran on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def kernels_under(pid: int) -> list[psutil.Process]:
     """The kernels a running replay started (its workers' children): found by descent, not by reading every process's
     environment, which on a loaded CI machine once found them only after the notebooks had finished."""
@@ -338,7 +344,7 @@ def test_interrupting_a_replay_leaves_the_committed_notebooks_untouched(tmp_path
     out = tmp_path / "out"
     process = subprocess.Popen(
         [sys.executable, "-m", "companion.replay", "--no-progress", "01", "11", "--class", str(SAMPLE), "--out", str(out)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None and not kernels_under(process.pid):
@@ -368,7 +374,7 @@ def test_sigterm_to_the_replay_stops_its_workers_and_kernels(tmp_path):
     out = tmp_path / "out"
     process = subprocess.Popen(
         [sys.executable, "-m", "companion.replay", "--no-progress", "01", "11", "--class", str(SAMPLE), "--out", str(out)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.poll() is None and not kernels_under(process.pid):

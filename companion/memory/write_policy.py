@@ -18,6 +18,12 @@ session. This module decides what may be written and wires that decision into st
     4. *instruction-shaped*: directives and permission grants ("must", "from now on", "without review",
        "ignore ... instructions", an imperative): a memory is a fact, not an order;
     5. *sensitive key*: an email, phone, password, account or similar.
+  Every rule reads text as a person sees it (`visible`, `folded`): format and other invisible characters (zero-width
+  joiners, soft hyphens) are dropped, NFKC folds compatibility forms (fullwidth ｌｅｔｔｅｒｓ, ligatures, ＞), case is
+  folded, and letters that only look Latin (a Cyrillic о, a Greek ο) are read as the Latin ones; words are words in
+  any script. Any quotation is someone else's words: every Unicode quotation-mark pair (“ ”, „ “, « », ‹ ›, ‘ ’,
+  「 」, 『 』, ...), fenced ``` blocks and lines that start with any ``>`` form. An owner's turn with no text (an image
+  only) has no words to ground an entry on.
   Rules 0-2 are structural (who said it, where its words came from) and always refuse. Rules 3-5 read wording only:
   they cannot know what a sentence means, so they ask the owner (``wording="ask"``, the default) instead of refusing
   (``wording="deny"``, this policy's first version, kept for comparison in notebook 10).
@@ -39,9 +45,12 @@ computed here and passed in through its ``context_enricher`` anyway.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import re
+import sys
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -51,7 +60,7 @@ from strands.hooks import BeforeInvocationEvent, HookProvider, HookRegistry, Mes
 from strands.interventions import Confirm, Deny, InterventionHandler, Proceed
 
 from companion.memory.lineage import message_lineage
-from companion.memory.selective_memory import words
+from companion.memory.selective_memory import STOPWORDS
 from companion.support.messages import texts_of
 
 __all__ = [
@@ -124,9 +133,17 @@ PREVIEW_CHARS = 200
 """How much of an over-long or malformed input a reason or an audit line shows; the rest is counted."""
 
 
+def _repr(value: Any) -> str:
+    """repr() of any value, or a short description when it is nested too deeply to print (a RecursionError)."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"<a {type(value).__name__} nested too deeply to show>"
+
+
 def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
     """A bounded text form of any value: its first `limit` characters, and how many were left out."""
-    text = value if isinstance(value, str) else repr(value)
+    text = value if isinstance(value, str) else _repr(value)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… ({len(text) - limit:,} more characters)"
@@ -145,44 +162,151 @@ def _without_memory_blocks(text: str) -> str:
     return "".join(parts) + text[position:]
 
 
+_EXTRA_INVISIBLE = [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, *range(0x180B, 0x1810), 0x3164, *range(0xFE00, 0xFE10),
+                    0xFFA0, *range(0xE0100, 0xE01F0)]
+"""Default-ignorable characters outside category Cf: the combining grapheme joiner, Hangul fillers, Khmer inherent
+vowels, Mongolian and other variation selectors. Invisible like Cf, so dropped with it."""
+
+
+@functools.cache
+def _invisible() -> dict[int, None]:
+    """Every format character (Unicode category Cf: zero-width space and joiners, soft hyphen, bidi controls, tags) and
+    the other default-ignorable ones, to delete with str.translate. Computed from the running Python's Unicode data
+    once (about 0.1 s), so a newer Unicode's new format characters are dropped too."""
+    table = {c: None for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"}
+    return table | dict.fromkeys(_EXTRA_INVISIBLE)
+
+
+# Letters of other scripts that a reader takes for Latin ones, after case folding (Unicode's confusables for the
+# Latin alphabet, the Cyrillic, Greek and Armenian ones of them). Mapping both the entry and the owner's words the same
+# way leaves grounding unchanged for a text really written in those scripts.
+_LOOKALIKE_PAIRS = (
+    "аa вb еe ѐe ёe һh іi їi јj кk мm нh оo рp сc тt уy хx ѕs ԁd ԛq ԝw ӏl үy ҳx ɡg ıi ȷj ɑa ɩi ʏy "
+    "αa βb εe ηn ιi κk μu νv οo ρp τt υu χx ϲc ϳj ϵe ѵv "
+    "օo սu հh ոn ցg "
+)
+_LOOKALIKES = {ord(pair[0]): pair[1] for pair in _LOOKALIKE_PAIRS.split()} | {
+    ord("’"): "'", ord("ʼ"): "'", ord("‘"): "'", ord("`"): "'", ord("´"): "'"}  # apostrophes read as apostrophes
+
+
+def visible(text: str) -> str:
+    """`text` as a person sees it: invisible characters dropped, then NFKC (fullwidth and other compatibility forms
+    become the plain ones: ｐａｙ -> pay, ＞ -> >). Case is kept (a capital marks a name)."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKC", text.translate(_invisible()))
+
+
+def folded(text: str) -> str:
+    """What every rule compares: `visible` text, case-folded, with look-alike letters read as the Latin ones."""
+    text = visible(text).casefold()
+    return text if text.isascii() else text.translate(_LOOKALIKES)
+
+
+_WORD = re.compile(r"[^\W_](?:[^\W_]|['\-])*")
+
+
+def content_words(text: str) -> set[str]:
+    """The content words of a text in any script (folded, stopwords removed): for ASCII text the same words as the
+    keyword search's `selective_memory.words`, which reads only [a-z0-9] and so saw no word in ｆｕｌｌｗｉｄｔｈ text."""
+    return {w for w in _WORD.findall(folded(text)) if w not in STOPWORDS}
+
+
+_QUOTED_LINE_MARKS = ">›»❯❭❱〉⟩〉》˃ᐳ⟫"
+"""What a quoted line starts with, after NFKC (which makes ＞ and ﹥ a >): the e-mail quote mark and its look-alikes."""
+
+
 def _without_quoted_lines(text: str) -> str:
-    """`text` with every line whose first non-blank character is ">" (an e-mail quote) replaced by a space."""
-    return "\n".join(" " if line.lstrip().startswith(">") else line for line in text.split("\n"))
+    """`text` with every line whose first visible character is a ">" form (an e-mail quote) replaced by a space."""
+    if not any(mark in text for mark in _QUOTED_LINE_MARKS):
+        return text
+    return "\n".join(" " if line.lstrip()[:1] in _QUOTED_LINE_MARKS and line.strip() else line
+                     for line in text.split("\n"))
+
+
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def _without_fences(text: str) -> str:
+    """`text` with every fenced block (``` or ~~~ at a line's start, to the line that closes it with the same fence,
+    or to the end when none does, as Markdown shows it) and every inline ```...``` span replaced by a space."""
+    if "```" not in text and "~~~" not in text:
+        return text
+    kept: list[str] = []
+    fence = None  # the open fence ("```", "~~~~", ...), None outside a block
+    for line in text.split("\n"):
+        mark = _FENCE.match(line)
+        if fence is None:
+            if mark is None or (mark.group(1)[0] == "`" and "`" in line[mark.end():]):  # ```x``` is inline code
+                kept.append(line)
+                continue
+            fence = mark.group(1)
+            kept.append(" ")
+        elif mark is not None and mark.group(1)[0] == fence[0] and len(mark.group(1)) >= len(fence):
+            fence = None  # the closing line; the block was already replaced by its one space
+    text = "\n".join(kept)
+    parts, position = [], 0
+    while (start := text.find("```", position)) != -1 and (end := text.find("```", start + 3)) != -1:
+        parts += [text[position:start], " "]
+        position = end + 3
+    return "".join(parts) + text[position:]
+
+
+_PAIRS: dict[str, str] = {
+    "“": "”", "”": "”", "„": "“”", "‟": "”", "⹂": "“”", '"': '"',
+    "‘": "’", "‚": "‘’", "‛": "’",
+    "«": "»", "»": "«»", "‹": "›", "›": "‹›",
+    "「": "」", "『": "』", "〝": "〞〟",
+}
+"""Each opening quotation mark and the marks that close it (English “ ”, Swedish ” ”, German „ “ and » «, Polish „ ”,
+French « », single ‘ ’ and ‹ ›, CJK 「 」 『 』 〝 〞). The ASCII apostrophe ' opens only a passage of at least 12
+characters up to the next one; ’ closes a ‘ only where it is not inside a word (user’s is an apostrophe), and never
+opens a quotation itself."""
+_OPENING = re.compile("[" + re.escape("".join(_PAIRS) + "'") + "]")
+_CLOSING = {opening: re.compile("[" + re.escape(closers) + "]") for opening, closers in _PAIRS.items()}
+_CLOSING["‘"] = re.compile(r"’(?!\w)")
 
 
 def _without_quotes(text: str) -> str:
-    """`text` with every quoted passage replaced by a space: “...”, "..." and '...' (at least 12 characters inside).
+    """`text` with every quoted passage replaced by a space: any pair in `_PAIRS`, and '...' (at least 12 characters).
 
-    Scans left to right and takes the leftmost passage first, as one regular expression would, but in linear time:
-    the next opening of each kind is searched for only once the scan has passed the last one found, and a quote mark
-    that nothing closes later is never searched from again.
+    Scans left to right and takes the leftmost passage first, as one regular expression of all the pairs would, in
+    linear time: an opening mark with no closing mark anywhere after it is skipped in constant time (the last closing
+    mark of each kind is found once), and a closing mark is searched for only up to the first one, which the scan then
+    passes.
     """
-    last = {"“": text.rfind("”"), '"': text.rfind('"')}
-    closers = {"“": "”", '"': '"', "'": "'"}
-    found: dict[str, int] = {}  # the next opening of each kind at or after the scan's position (-1: none left)
+    found: dict[str, tuple[int, int]] = {}  # per opening mark: (searched from, end of the first closing mark or -1)
 
-    def next_opening(kind: str, position: int) -> int:
-        if kind in found and (found[kind] == -1 or found[kind] >= position):
-            return found[kind]
-        if kind == "'":
-            match = _SINGLE_QUOTED.search(text, position)
-            at = match.start() if match is not None else -1
+    def closing_end(mark: str, start: int) -> int:
+        """The end of the first mark after `start` that closes `mark` (-1: none); each search is reused until the
+        scan passes the mark it found, and a search that found none is never repeated."""
+        if mark in found:
+            searched, end = found[mark]
+            if end == -1 or (searched <= start + 1 and end - 1 > start):
+                return end
+        closing = _CLOSING[mark].search(text, start + 1)
+        found[mark] = (start + 1, closing.end() if closing is not None else -1)
+        return found[mark][1]
+
+    parts, position, scan = [], 0, 0
+    while (opening := _OPENING.search(text, scan)) is not None:
+        mark, start = opening.group(), opening.start()
+        if mark == "'":
+            end = text.find("'", start + 1) + 1 if _SINGLE_QUOTED.match(text, start) is not None else -1
         else:
-            at = text.find(kind, position)
-            at = at if 0 <= at < last[kind] else -1
-        found[kind] = at
-        return at
-
-    parts, position = [], 0
-    while True:
-        starts = [(at, kind) for kind in closers if (at := next_opening(kind, position)) != -1]
-        if not starts:
-            break
-        start, kind = min(starts)
-        end = text.find(closers[kind], start + 1) + 1
+            end = closing_end(mark, start)
+        if end == -1:
+            scan = start + 1
+            continue
         parts += [text[position:start], " "]
-        position = end
+        position = scan = end
     return "".join(parts) + text[position:]
+
+
+def own_words(text: str) -> str:
+    """What of a user's text is their own words: the `visible` text without injected ``<memory>`` blocks, fenced
+    blocks, quoted lines and quoted passages."""
+    return _without_quotes(_without_quoted_lines(_without_fences(_without_memory_blocks(visible(text)))))
 
 
 def _stem(word: str) -> str:
@@ -195,17 +319,18 @@ def _stem(word: str) -> str:
 
 
 class _Source:
-    """What the rules compare an entry with, computed once per turn: the text lower-cased, its word stems and its
+    """What the rules compare an entry with, computed once per turn: the text `folded`, its word stems and its
     whitespace-separated tokens (so a long turn is read once, not once per entry or per token)."""
 
     def __init__(self, text: str) -> None:
-        self.lower = text.lower()
-        self.stems = {_stem(w) for w in words(text)}
+        self.lower = folded(text)
+        self.stems = {_stem(w) for w in content_words(self.lower)}
         self.tokens = {t.strip(_TOKEN_EDGES) for t in self.lower.split()}
         self.tokens |= {t.removesuffix("'s") for t in self.tokens}
+        self.has_words = _WORD.search(self.lower) is not None
 
     def contains(self, token: str) -> bool:
-        """Whether the text contains `token` (lower case) anywhere, whole tokens checked first."""
+        """Whether the text contains `token` (folded) anywhere, whole tokens checked first."""
         return token in self.tokens or token in self.lower
 
 
@@ -216,16 +341,17 @@ def _source(source: str | _Source) -> _Source:
 def grounding(entry: str, source: str | _Source) -> float:
     """The share of the entry's content words that the source text contains (1.0 when the entry has none).
 
-    Words are compared after folding plurals and third-person verbs ("prefers" counts as "prefer").
+    Words are compared `folded` (case, width, look-alike letters) and after folding plurals and third-person verbs
+    ("prefers" counts as "prefer").
     """
-    wanted = {_stem(w) for w in words(entry)}
+    wanted = {_stem(w) for w in content_words(entry)}
     if not wanted:
         return 1.0
     have = _source(source).stems
     return sum(w in have for w in wanted) / len(wanted)
 
 
-_TOKEN_EDGES = ".,;:!?\"'()[]{}<>“”"
+_TOKEN_EDGES = ".,;:!?\"'()[]{}<>“”„‟«»‹›‘’‚‛「」『』〝〞〟"
 _NOT_VALUES = {"the", "user", "user's", "i", "i'm", "my"}
 _VALUE_LIKE = re.compile(r"[\d@]")
 
@@ -240,9 +366,9 @@ def foreign_values(entry: str, source: str | _Source) -> list[str]:
     index = _source(source)
     found: dict[str, None] = {}
     checked: set[str] = set()
-    for position, raw in enumerate(entry.split()):
-        token = raw.strip(_TOKEN_EDGES).removesuffix("'s")
-        key = token.lower()
+    for position, raw in enumerate(visible(entry).split()):
+        token = raw.strip(_TOKEN_EDGES).removesuffix("'s").removesuffix("’s")
+        key = folded(token)
         if not token or key in _NOT_VALUES or token in checked:
             continue
         if _VALUE_LIKE.search(token) or (position > 0 and token[0].isupper()):
@@ -258,18 +384,21 @@ def _listed(values: Sequence[str], shown: int = SHOWN_VALUES) -> str:
     return names + (f" and {len(values) - shown:,} more" if len(values) > shown else "")
 
 
-def owner_turn_text(messages: Sequence[dict[str, Any]]) -> str:
-    """The text of the latest user message that has text: the turn the model is acting on.
+def _is_turn(message: Mapping[str, Any]) -> bool:
+    """A user message that someone said (text, an image, a document), not one that only carries tool results."""
+    return message["role"] == "user" and any("toolResult" not in block for block in message["content"])
 
-    Tool results (``toolResult`` blocks) are not text, memory blocks and quoted passages are removed: what is left is
-    what the user said in their own words.
+
+def owner_turn_text(messages: Sequence[dict[str, Any]]) -> str:
+    """The text of the latest user turn, in the user's own words (`own_words`): the turn the model is acting on.
+
+    Tool results (``toolResult`` blocks) are not a turn; injected memory blocks, fenced blocks, quoted lines and quoted
+    passages are removed. A turn with no text (an image only) gives "": the owner said no words, and an earlier
+    message (another participant's, say) is never read in its place.
     """
     for message in reversed(messages):
-        if message["role"] != "user":
-            continue
-        texts = [block["text"] for block in message["content"] if "text" in block]
-        if texts:
-            return _without_quotes(_without_quoted_lines(_without_memory_blocks("\n".join(texts))))
+        if _is_turn(message):
+            return own_words("\n".join(block["text"] for block in message["content"] if "text" in block))
     return ""
 
 
@@ -327,11 +456,15 @@ class WritePolicy:
         refused = self._malformed(entry)
         if refused is not None:
             return Decision(entry if isinstance(entry, str) else preview(entry), "deny", "input", refused)
-        text = re.sub(r"\s+", " ", entry).strip()
+        text = re.sub(r"\s+", " ", visible(entry)).strip()
+        plain = folded(text)  # what the wording rules read: no invisible, fullwidth or look-alike letter hides a word
         if speaker is not None and speaker != self.owner:
             return Decision(entry, "deny", "speaker",
                             f"said by {preview(speaker, 60)!r}, not by the memory's owner {self.owner!r}")
         if source is not None:
+            if not source.has_words:
+                return Decision(entry, "deny", "provenance", "the owner's turn has no words of their own (no text, "
+                                "or only quotes, tool results or injected memory) to ground it on")
             share = grounding(text, source)
             if share < self.min_grounding:
                 return Decision(entry, "deny", "provenance",
@@ -340,17 +473,15 @@ class WritePolicy:
             if foreign:
                 return Decision(entry, "deny", "provenance",
                                 f"{_listed(foreign)}: not in the user's own words this turn")
-        if not re.search(_ABOUT_USER, text, re.IGNORECASE) and not re.match(rf"^{re.escape(self.owner)}\b", text,
-                                                                            re.IGNORECASE):
+        if not re.search(_ABOUT_USER, plain) and not re.match(rf"^{re.escape(folded(self.owner))}\b", plain):
             return Decision(entry, self._on_wording, "about the user",
                             "it states something about someone or something else")
         for name, pattern in _INSTRUCTIONS:
-            if pattern.search(text):
+            if pattern.search(plain):
                 return Decision(entry, self._on_wording, "instruction-shaped",
                                 f"{name}: a memory is a fact, not an order")
         if self.confirm_sensitive:
-            lowered = text.lower()
-            key = next((k for k in self.sensitive_keys if re.search(rf"\b{re.escape(k)}\b", lowered)), None)
+            key = next((k for k in self.sensitive_keys if re.search(rf"\b{re.escape(folded(k))}\b", plain)), None)
             if key is not None:
                 return Decision(entry, "confirm", "sensitive key", f"mentions {key!r}")
         return Decision(entry, "allow", "-", "passes every rule")
@@ -363,11 +494,11 @@ class WritePolicy:
         """Why an entry cannot be judged as a memory at all (None: it can)."""
         if not isinstance(entry, str):
             return f"not a text but {type(entry).__name__}: a memory is a sentence"
-        if not entry.strip():
+        if not visible(entry).strip():
             return "empty: it states nothing"
         if len(entry) > self.max_entry_chars:
             return f"{len(entry):,} characters: longer than a memory (at most {self.max_entry_chars:,})"
-        if not re.search(r"\w", _SUBJECT.sub("", entry.strip(), count=1)):
+        if not re.search(r"\w", _SUBJECT.sub("", folded(entry).strip(), count=1)):
             return "it names the user but states nothing about them"
         return None
 
@@ -450,9 +581,8 @@ def entry_sources(entry: Any, messages: Sequence[Mapping[str, Any]], *, speaker:
 
 
 def _latest_user_text(messages: Sequence[Mapping[str, Any]]) -> int | None:
-    """The index of the message `owner_turn_text` reads: the latest user message with text."""
-    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "user"
-                 and any("text" in b for b in messages[i]["content"])), None)
+    """The index of the message `owner_turn_text` reads: the latest user turn (text or not)."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if _is_turn(messages[i])), None)
 
 
 def _requesting(messages: Sequence[Mapping[str, Any]], tool_use_id: str | None) -> int | None:

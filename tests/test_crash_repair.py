@@ -13,11 +13,15 @@ from companion.models.converse_rules import ValidationException, violations
 from companion.models.offline_model import OfflineModel
 from companion.sessions.crash_repair import (
     INTERRUPTED_REPLY,
+    PartialRepairError,
+    RepairRefusedError,
     RequestLog,
     digests,
     repair_interrupted_tool_use,
+    repair_plan_path,
     sdk_excerpt,
     trailing_tool_use_ids,
+    unanswered_tool_uses,
 )
 from companion.sessions.restart_runner import kill_during_tool
 from companion.sessions.session_files import CorruptSessionError, message_files, message_rows
@@ -146,3 +150,105 @@ def test_sdk_excerpt_shows_numbered_lines():
     assert lines[0].startswith("strands/session/repository_session_manager.py, ")
     assert "Trailing message excluded" in lines[1] and lines[-1].strip().endswith("]")
     assert all(line[:5].strip().isdigit() for line in lines[1:])
+
+
+# Issue 31, item 6: every unanswered toolUse, a plan first and a rerun that finishes, a clear error for a missing id.
+
+
+def add_messages(storage, session_id, *messages):
+    """Append messages to a session's files as an agent would (the SDK's repository, the next numbers)."""
+    from strands.types.content import _ensure_tracking_id
+    from strands.types.session import SessionMessage
+
+    repository = FileSessionManager(session_id=session_id, storage_dir=str(storage))
+    last = repository.list_messages(session_id, "default")[-1].message_id
+    for offset, message in enumerate(messages, start=1):
+        _ensure_tracking_id(message)
+        repository.create_message(session_id, "default", SessionMessage.from_message(message, last + offset))
+
+
+def test_an_unanswered_tool_use_in_the_middle_is_answered_in_the_next_user_message(tmp_path):
+    """Before the fix the repair looked at the last message only: it returned [] and the session stayed refused."""
+    storage = crashed(tmp_path / "s")
+    add_messages(storage, "crash", {"role": "user", "content": [{"text": "Are you there?"}]},
+                 {"role": "assistant", "content": [{"text": "Yes."}]})
+    agent, _ = resume(storage)
+    with pytest.raises(ValidationException):
+        agent(QUESTION)  # the SDK's restore inserts a user toolResult before the user's text: two users in a row
+    storage = crashed(tmp_path / "t")
+    add_messages(storage, "crash", {"role": "user", "content": [{"text": "Are you there?"}]},
+                 {"role": "assistant", "content": [{"text": "Yes."}]})
+    before = digests(message_files(storage, "crash"))
+    written = repair_interrupted_tool_use(storage, "crash")
+    assert [p.name for p in written] == ["message_2.json"]
+    content = json.loads(written[0].read_text())["message"]["content"]
+    assert content == [{"toolResult": {"toolUseId": "tooluse_offline_1", "status": "error",
+                                       "content": [{"text": "Tool was interrupted."}]}}, {"text": "Are you there?"}]
+    after = digests(message_files(storage, "crash"))
+    assert {n for n in before if before[n] != after[n]} == {"message_2.json"}, "only the answering file changed"
+    agent, log = resume(storage)
+    assert "VEGA" in str(agent(QUESTION)) and all(violations(r) == [] for r in log.requests)
+    assert repair_interrupted_tool_use(storage, "crash") == [], "nothing left to answer"
+
+
+def test_every_unanswered_tool_use_is_answered_in_one_repair(tmp_path):
+    storage = crashed(tmp_path / "s")
+    add_messages(storage, "crash", {"role": "user", "content": [{"text": "Are you there?"}]},
+                 {"role": "assistant", "content": [{"toolUse": {"toolUseId": "late", "name": "search_memory",
+                                                                "input": {"query": "codename"}}}]})
+    assert unanswered_tool_uses(storage, "crash") == [("message_1.json", ["tooluse_offline_1"]),
+                                                      ("message_3.json", ["late"])]
+    written = repair_interrupted_tool_use(storage, "crash")
+    assert [p.name for p in written] == ["message_2.json", "message_4.json", "message_5.json"]
+    assert unanswered_tool_uses(storage, "crash") == []
+    agent, log = resume(storage)
+    assert "VEGA" in str(agent(QUESTION)) and all(violations(r) == [] for r in log.requests)
+
+
+def test_a_tool_use_followed_by_an_assistant_message_is_refused_naming_the_files(tmp_path):
+    storage = crashed(tmp_path / "s")
+    add_messages(storage, "crash", {"role": "assistant", "content": [{"text": "Hm."}]})
+    before = digests(message_files(storage, "crash"))
+    with pytest.raises(RepairRefusedError, match=r"message_1\.json.*message_2\.json.*Nothing was written"):
+        repair_interrupted_tool_use(storage, "crash")
+    assert digests(message_files(storage, "crash")) == before
+
+
+def test_a_failed_second_write_is_reported_and_finished_by_a_rerun(tmp_path, monkeypatch):
+    """Before the fix an ENOSPC on the second file left the user's toolResult last: a rerun saw no trailing toolUse,
+    reported nothing to do, and the session could never resume."""
+    storage = crashed(tmp_path / "s")
+    real, calls = FileSessionManager.create_message, []
+
+    def full_disk(self, *args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(FileSessionManager, "create_message", full_disk)
+    with pytest.raises(PartialRepairError) as caught:
+        repair_interrupted_tool_use(storage, "crash")
+    assert "No space left on device" in str(caught.value) and "message_3.json" in str(caught.value)
+    assert [p.name for p in caught.value.done] == ["message_2.json"]
+    assert [p.name for p in caught.value.left] == ["message_3.json"]
+    assert repair_plan_path(storage, "crash").is_file(), "the plan stays for the rerun"
+    monkeypatch.setattr(FileSessionManager, "create_message", real)
+    written = repair_interrupted_tool_use(storage, "crash")  # the rerun finishes the plan
+    assert [p.name for p in written] == ["message_2.json", "message_3.json"]
+    assert not repair_plan_path(storage, "crash").exists()
+    agent, log = resume(storage)
+    assert "VEGA" in str(agent(QUESTION)) and all(violations(r) == [] for r in log.requests)
+
+
+def test_a_tool_use_without_an_id_is_a_clear_error(tmp_path):
+    """Before the fix: KeyError: 'toolUseId'."""
+    storage = crashed(tmp_path / "s")
+    path = message_files(storage, "crash")[1]
+    data = json.loads(path.read_text())
+    del data["message"]["content"][0]["toolUse"]["toolUseId"]
+    path.write_text(json.dumps(data))
+    for call in (repair_interrupted_tool_use, trailing_tool_use_ids):
+        with pytest.raises(CorruptSessionError, match=r"message_1\.json.*toolUseId"):
+            call(storage, "crash")
+    assert len(message_files(storage, "crash")) == 2, "nothing written"

@@ -129,3 +129,113 @@ def test_the_workbooks_titan_embedder_over_the_wire(endpoint, fake_aws):
     assert vectors.shape == (3, 512)
     assert float(vectors[0] @ vectors[1]) > float(vectors[0] @ vectors[2])
     assert [r["operation"] for r in endpoint.requests] == ["invoke"] * 3
+
+
+# Issue 31, item 10: every malformed request gets Bedrock's 400, a client that hangs up gets one log line, and the
+# endpoint keeps a bounded log of requests.
+
+
+def raw_post(local: LocalBedrock, body: bytes, *, length: str | None = None, path: str = "/model/amazon.nova-pro-v1:0"
+             "/converse", timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
+    """One POST over a plain socket (so a bad Content-Length can be sent): the status, headers and body, or
+    (0, {}, b"") when the server closed the connection without an answer."""
+    host, port = local.url.removeprefix("http://").split(":")
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body) if length is None else length}\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection((host, int(port)), timeout=timeout) as connection:
+        connection.sendall(head + body)
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    if not received:
+        return 0, {}, b""
+    header, _, payload = received.partition(b"\r\n\r\n")
+    lines = header.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers, payload
+
+
+MALFORMED = {
+    "a list": b"[]",
+    "a string": b'"x"',
+    "a number": b"42",
+    "messages a string": b'{"messages": "x"}',
+    "a message a string": b'{"messages": ["x"]}',
+    "content a string": b'{"messages": [{"role": "user", "content": "Hi."}]}',
+    "a block a string": b'{"messages": [{"role": "user", "content": ["Hi."]}]}',
+    "no role": b'{"messages": [{"content": [{"text": "Hi."}]}]}',
+    "system a string": b'{"messages": [{"role": "user", "content": [{"text": "Hi."}]}], "system": "be nice"}',
+    "toolConfig a list": b'{"messages": [{"role": "user", "content": [{"text": "Hi."}]}], "toolConfig": []}',
+    "a tool without a spec name": b'{"messages": [{"role": "user", "content": [{"text": "Hi."}]}], '
+                                  b'"toolConfig": {"tools": [{"toolSpec": {}}]}}',
+    "deep nesting": b"[" * 100_000 + b"]" * 100_000,
+    "deep nesting in a message": b'{"messages": [{"role": "user", "content": [{"text": "Hi.", "x": '
+                                 + b"[" * 100_000 + b"]" * 100_000 + b"}]}]}",
+    "not UTF-8": b'{"messages": "\xff"}',
+}
+
+
+@pytest.mark.parametrize("body", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_request_gets_bedrocks_validation_exception(endpoint, body, capfd):
+    """Before the fix these closed the connection with no answer and printed a traceback to stderr."""
+    status, headers, payload = raw_post(endpoint, body)
+    assert status == 400, (status, payload)
+    assert headers["x-amzn-ErrorType"].startswith("ValidationException:")
+    assert set(json.loads(payload)) == {"message"}
+    assert "Traceback" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("length", ["abc", "-5", "1e3", "99999999999999999999"])
+def test_a_bad_content_length_gets_bedrocks_validation_exception(endpoint, length, capfd):
+    status, headers, payload = raw_post(endpoint, b'{"messages": []}', length=length)
+    assert status == 400 and headers["x-amzn-ErrorType"].startswith("ValidationException:"), (status, payload)
+    assert "Content-Length" in json.loads(payload)["message"]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_an_invoke_with_a_malformed_body_gets_bedrocks_validation_exception(endpoint):
+    status, headers, _ = raw_post(endpoint, b"[]", path="/model/amazon.titan-embed-text-v2:0/invoke")
+    assert status == 400 and headers["x-amzn-ErrorType"].startswith("ValidationException:")
+
+
+def test_a_client_that_hangs_up_gets_one_log_line_not_a_traceback(endpoint, capfd, caplog):
+    """Before the fix each such client printed a full traceback (BrokenPipeError / ConnectionResetError); now one
+    warning of the module's logger (which Python prints to stderr as one line when no handler is set)."""
+    import struct
+    import time
+
+    host, port = endpoint.url.removeprefix("http://").split(":")
+    body = json.dumps({"messages": [user("What is my codename?")]}).encode()
+    for _ in range(3):
+        connection = socket.create_connection((host, int(port)))
+        connection.sendall((f"POST /model/amazon.nova-pro-v1:0/converse-stream HTTP/1.1\r\nHost: x\r\n"
+                            f"Content-Length: {len(body)}\r\n\r\n").encode() + body)
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()  # a reset, before the answer is read
+    half = socket.create_connection((host, int(port)))  # a client that hangs up in the middle of its body
+    half.sendall(b"POST /model/amazon.nova-pro-v1:0/converse HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+    half.close()
+    deadline = time.monotonic() + 10
+    while endpoint.dropped < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+    lines = [r.getMessage() for r in caplog.records if "hung up" in r.getMessage()]
+    assert len(lines) == endpoint.dropped == 4 and all("\n" not in line for line in lines), lines
+    status, _, _ = raw_post(endpoint, json.dumps({"messages": [user("Hi.")]}).encode())
+    assert status == 200, "the endpoint still answers"
+
+
+def test_the_request_log_is_bounded(endpoint):
+    """Before the fix every request body was kept for the life of the process (100 x 1 MB requests: +101 MB)."""
+    big = json.dumps({"messages": [user("Hi. " + "x" * 1_000_000)]}).encode()
+    for _ in range(5):
+        assert raw_post(endpoint, big)[0] == 200
+    kept = sum(len(json.dumps(r["body"])) for r in endpoint.requests)
+    assert kept < 5 * LocalBedrock.MAX_LOGGED_BODY + 10_000, kept
+    assert endpoint.requests[-1]["body"] == {"omitted": f"{len(big):,} bytes (over the log's limit)"}
+    small = json.dumps({"messages": [user("Hi.")]}).encode()
+    for _ in range(LocalBedrock.MAX_LOGGED_REQUESTS + 5):
+        raw_post(endpoint, small)
+    assert len(endpoint.requests) == LocalBedrock.MAX_LOGGED_REQUESTS
+    assert endpoint.requests[-1]["body"]["messages"][0]["content"] == [{"text": "Hi."}]

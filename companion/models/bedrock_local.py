@@ -12,6 +12,12 @@ It serves `Converse`, `ConverseStream` (the AWS event stream that botocore parse
 Embeddings V2. Each request is checked as Bedrock checks it (:mod:`companion.models.converse_rules`, and the model id) and
 refused with Bedrock's ValidationException text. It answers from the offline model, so what this path proves is the
 wire, not a real model's quality, latency, quotas or model access.
+
+Whatever a client sends, it gets an answer in Bedrock's shape: a body that is not a JSON object, messages that are not
+a list of messages, a bad Content-Length, JSON nested too deeply to read are each a 400 ValidationException, as
+Bedrock answers them; a client that hangs up before its answer is one line on stderr, not a traceback. The endpoint
+logs the requests it answered (`requests`, `refused`) for the tests and notebook 00, bounded in number and in body
+size, because `local_bedrock()` keeps one endpoint for the life of a kernel.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import json
+import logging
 import os
 import re
 import struct
@@ -40,6 +47,41 @@ KNOWN_MODEL_IDS = ("amazon.nova-pro-v1:0", "amazon.nova-lite-v1:0", "amazon.nova
                    "us.amazon.nova-pro-v1:0", "us.amazon.nova-lite-v1:0")
 INVALID_MODEL = "The provided model identifier is invalid."
 _PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<op>converse|converse-stream|invoke)$")
+MAX_BODY_BYTES = 32 * 1024 * 1024
+"""The largest request body read (Bedrock's own limits are lower); a larger Content-Length is refused unread."""
+_HUNG_UP = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+_log = logging.getLogger(__name__)
+
+
+class ClientHungUp(ConnectionError):
+    """The client closed its connection before its request was read whole or its answer was sent."""
+
+
+def _malformed(body: Any) -> str | None:
+    """Why a Converse request body is not one Bedrock would read (None: its shape is fine), in Bedrock's words."""
+    if not isinstance(body, dict):
+        return f"Malformed input request: the request body must be a JSON object, not {type(body).__name__}."
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return "Malformed input request: messages must be a list of messages."
+    for number, message in enumerate(messages):
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            return f"Malformed input request: messages.{number} must be an object with a content list."
+        if "role" in message and not isinstance(message["role"], str):
+            return f"Malformed input request: messages.{number}.role must be a string."
+        if not all(isinstance(block, dict) for block in message["content"]):
+            return f"Malformed input request: messages.{number}.content must be a list of content blocks."
+    system = body.get("system")
+    if system is not None and not (isinstance(system, list) and all(isinstance(b, dict) for b in system)):
+        return "Malformed input request: system must be a list of content blocks."
+    tool_config = body.get("toolConfig")
+    if tool_config is not None:
+        tools = tool_config.get("tools") if isinstance(tool_config, dict) else None
+        if not isinstance(tools, list) or not all(
+                isinstance(t, dict) and (not isinstance(t.get("toolSpec"), dict)
+                                         or isinstance(t["toolSpec"].get("name"), str)) for t in tools):
+            return "Malformed input request: toolConfig.tools must be a list of tools, each toolSpec with a name."
+    return None
 
 
 def encode_event(event_type: str, payload: dict[str, Any]) -> bytes:
@@ -95,15 +137,36 @@ class _Answer:
                 self.metrics = event["metadata"].get("metrics", {"latencyMs": 0})
 
 
+class _Server(ThreadingHTTPServer):
+    """The HTTP server, with one log line (not a traceback) for a connection that fails outside a request's answer."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, _HUNG_UP):
+            _log.warning("local Bedrock endpoint: client %s:%s hung up (%s)", *client_address[:2],
+                         type(error).__name__)
+        else:
+            _log.warning("local Bedrock endpoint: connection from %s:%s failed: %s: %.200s", *client_address[:2],
+                         type(error).__name__, error)
+
+
 class LocalBedrock:
     """Bedrock's runtime API on 127.0.0.1, answered by the offline model (either voice); one per `with` block."""
+
+    MAX_LOGGED_REQUESTS = 200
+    """How many requests `requests` and `refused` keep (the latest)."""
+    MAX_LOGGED_BODY = 256 * 1024
+    """The largest request body `requests` keeps as it was sent (bytes); a larger one is logged by its size only."""
 
     def __init__(self, port: int = 0, *, voice: str | None = None) -> None:
         if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
             raise ValueError(f"port must be 0 (any free port) or 1-65535, got {port!r}")
         self.port, self.voice = port, voice
-        self.requests: list[dict[str, Any]] = []  # what each call sent: operation, model id, body (for the tests)
-        self.refused: list[dict[str, Any]] = []   # the requests refused, with Bedrock's message
+        self.requests: list[dict[str, Any]] = []  # what the latest calls sent: operation, model id, body (bounded)
+        self.refused: list[dict[str, Any]] = []   # the latest requests refused, with Bedrock's message (bounded)
+        self.dropped = 0  # clients that hung up before their answer
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -126,13 +189,12 @@ class LocalBedrock:
                 return
 
             def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
-                endpoint._handle(self)
+                endpoint._answer(self)
 
         try:
-            self._server = ThreadingHTTPServer((LOCAL_HOST, self.port), Handler)
+            self._server = _Server((LOCAL_HOST, self.port), Handler)
         except OSError as error:
             raise RuntimeError(f"the local Bedrock endpoint cannot listen on {LOCAL_HOST}:{self.port}: {error}") from None
-        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="local-bedrock", daemon=True)
         self._thread.start()
         return self
@@ -159,24 +221,81 @@ class LocalBedrock:
 
         return OfflineModel(**({"voice": self.voice} if self.voice else {}))
 
-    def _handle(self, request: BaseHTTPRequestHandler) -> None:
-        length = int(request.headers.get("Content-Length") or 0)
+    def _answer(self, request: BaseHTTPRequestHandler) -> None:
+        """Answer one request whatever it holds: a client that hangs up is one log line, an answer that fails inside
+        the endpoint is a 500 in Bedrock's shape with one log line, never a dropped connection and a traceback."""
+        try:
+            self._handle(request)
+        except (ClientHungUp, *_HUNG_UP) as error:
+            request.close_connection = True
+            with self._lock:
+                self.dropped += 1
+            _log.warning("local Bedrock endpoint: client %s:%s hung up before its answer was sent (%s)",
+                         *request.client_address[:2], type(error).__name__)
+        except Exception as error:  # a bug of the endpoint or the offline model: still an answer, as Bedrock gives
+            request.close_connection = True
+            _log.warning("local Bedrock endpoint: %s on %s: %.200s", type(error).__name__, request.path, error)
+            try:
+                self._error(request, 500, "InternalServerException", f"The local endpoint failed: {type(error).__name__}")
+            except _HUNG_UP:
+                pass
+
+    def _body(self, request: BaseHTTPRequestHandler) -> bytes | str:
+        """The request's body, or why its Content-Length cannot be read (a str; the connection is then closed,
+        since where the body ends is unknown). Raises ClientHungUp when the client sends less than it announced."""
+        given = request.headers.get("Content-Length")
+        if given is None:
+            return b""
+        if not given.strip().isdigit():
+            request.close_connection = True
+            return f"Invalid Content-Length header: {given[:40]!r} is not a number of bytes."
+        length = int(given)
+        if length > MAX_BODY_BYTES:
+            request.close_connection = True
+            return f"Invalid Content-Length header: {length:,} bytes is more than this endpoint reads ({MAX_BODY_BYTES:,})."
         raw = request.rfile.read(length) if length else b""
+        if len(raw) < length:
+            raise ClientHungUp(f"{len(raw):,} of {length:,} bytes received")
+        return raw
+
+    def _log_request(self, entry: dict[str, Any], raw: bytes) -> None:
+        if len(raw) > self.MAX_LOGGED_BODY:
+            entry = {**entry, "body": {"omitted": f"{len(raw):,} bytes (over the log's limit)"}}
+        with self._lock:
+            self.requests.append(entry)
+            del self.requests[:-self.MAX_LOGGED_REQUESTS]
+
+    def _handle(self, request: BaseHTTPRequestHandler) -> None:
+        raw = self._body(request)
+        if isinstance(raw, str):
+            return self._error(request, 400, "ValidationException", raw)
         match = _PATH.match(request.path.split("?")[0])
         if match is None:
-            return self._error(request, 404, "UnknownOperationException", f"No operation at {request.path}")
+            return self._error(request, 404, "UnknownOperationException", f"No operation at {request.path[:200]}")
         model_id, operation = unquote(match["model"]), match["op"]
         try:
             body = json.loads(raw or b"{}")
         except ValueError:
             return self._error(request, 400, "ValidationException", "The request body is not valid JSON.")
-        with self._lock:
-            self.requests.append({"operation": operation, "model_id": model_id, "body": body})
+        except RecursionError:
+            return self._error(request, 400, "ValidationException",
+                               "Malformed input request: the request body is nested too deeply.")
+        self._log_request({"operation": operation, "model_id": model_id, "body": body}, raw)
         if operation == "invoke":
+            if not isinstance(body, dict):
+                return self._refuse(request, model_id, "malformed", _malformed(body) or "Malformed input request.")
             return self._invoke(request, model_id, body)
         if model_id not in KNOWN_MODEL_IDS:
             return self._refuse(request, model_id, "model-id", INVALID_MODEL)
+        problem = _malformed(body)
+        if problem is not None:
+            return self._refuse(request, model_id, "malformed", problem)
         messages, specs, system = _strands_request(body)
+        try:
+            json.dumps(messages)  # the offline model copies and reads what it is given; Bedrock caps the depth too
+        except RecursionError:
+            return self._refuse(request, model_id, "malformed",
+                                "Malformed input request: the request body is nested too deeply.")
         found = violations(messages)
         if found:
             return self._refuse(request, model_id, *found[0])
@@ -232,6 +351,7 @@ class LocalBedrock:
     def _refuse(self, request: BaseHTTPRequestHandler, model_id: str, rule: str, message: str) -> None:
         with self._lock:
             self.refused.append({"model_id": model_id, "rule": rule, "message": message})
+            del self.refused[:-self.MAX_LOGGED_REQUESTS]
         self._error(request, 400, "ValidationException", message)
 
     def _error(self, request: BaseHTTPRequestHandler, status: int, code: str, message: str) -> None:

@@ -60,4 +60,25 @@ def test_table_names_by_the_dynamodb_rules(bad):
     assert p.dynamodb_table_name("memory_table", "Workbook_11.memory-x") == "Workbook_11.memory-x"
     with pytest.raises(p.ParameterError, match=r"^memory_table must be a DynamoDB table name") as raised:
         p.dynamodb_table_name("memory_table", bad)
-    assert repr(bad) in str(raised.value)
+    assert p.shown(bad) in str(raised.value), "the value, cut to 200 characters (x * 256 is cut)"
+
+
+# Issue 31, item 12: a lone surrogate is refused where the value is checked; a message quotes at most ~200 characters.
+
+
+def test_a_lone_surrogate_is_refused_with_a_clear_message():
+    """Before the fix "12 Harbour \\udc80Lane" passed text() and failed later with a raw UnicodeEncodeError."""
+    for bad in ("12 Harbour \udc80Lane", "\ud800", "x\udfff"):
+        with pytest.raises(p.ParameterError, match=r"value must be a text without lone surrogates.*U\+D[8-F][0-9A-F]{2}"):
+            p.text("value", bad)
+    assert p.text("value", "12 Harbour Lane \U0001f3e0") == "12 Harbour Lane \U0001f3e0", "a real emoji is fine"
+
+
+def test_a_message_quotes_at_most_about_200_characters_of_a_value():
+    """Before the fix a 1 MB value was quoted in full in the message."""
+    for check in (lambda v: p.integer("turns", v, minimum=1), lambda v: p.choice("x", v, ("a", "b")),
+                  lambda v: p.text("value", v + "\udc80"), lambda v: p.s3_bucket_name("bucket", v),
+                  lambda v: p.different(("a", "b"), (v, v))):
+        with pytest.raises(p.ParameterError) as raised:
+            check("A" * 1_000_000)
+        assert len(str(raised.value)) < 600 and "more characters" in str(raised.value), str(raised.value)[:300]

@@ -1,20 +1,43 @@
 """One place that checks a notebook's parameters, so a bad value stops at the top with a reason, not as a bare assert.
 
 Notebooks call these right after the parameters cell (papermill injects overrides there); every message names the
-parameter, the value received and what is accepted.
+parameter, the value received (at most `SHOWN_CHARS` of it) and what is accepted.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+SHOWN_CHARS = 200
+"""How much of a value a message quotes: a 1 MB value would otherwise fill the screen (and the notebook)."""
+
 
 class ParameterError(ValueError):
     """A notebook parameter outside the values the lesson's claim holds for."""
 
 
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """repr() of a value, cut to `limit` characters with a count of the rest."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"<a {type(value).__name__} nested too deeply to show>"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
 def _fail(name: str, value: Any, expected: str) -> ParameterError:
-    return ParameterError(f"{name} must be {expected}; got {value!r}. Change it in the parameters cell (or papermill -p).")
+    return ParameterError(f"{name} must be {expected}; got {shown(value)}. Change it in the parameters cell "
+                          "(or papermill -p).")
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The position of the first lone surrogate in `text` (None: there is none). A string holding one cannot be written
+    as UTF-8: a file, a notebook or a request fails later with a raw UnicodeEncodeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return error.start
+    return None
 
 
 def integer(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, even: bool = False,
@@ -54,6 +77,10 @@ def text(name: str, value: Any, *, why: str = "") -> str:
     expected = "a non-empty text" + (f" ({why})" if why else "")
     if not isinstance(value, str) or not value.strip():
         raise _fail(name, value, expected)
+    at = lone_surrogate(value)
+    if at is not None:
+        raise _fail(name, value, f"a text without lone surrogates (character {at + 1} is U+{ord(value[at]):04X}, half "
+                                 "of a pair that UTF-8 cannot write: type the character itself)")
     return value
 
 
@@ -68,7 +95,7 @@ def different(names: tuple[str, str], values: tuple[Any, Any], why: str = "") ->
     """Two parameters that must not be equal (for example two session ids that a lesson compares)."""
     if values[0] == values[1]:
         raise ParameterError(
-            f"{names[0]} and {names[1]} must differ; both are {values[0]!r}" + (f" ({why})" if why else "")
+            f"{names[0]} and {names[1]} must differ; both are {shown(values[0])}" + (f" ({why})" if why else "")
             + ". Change one in the parameters cell (or papermill -p)."
         )
 

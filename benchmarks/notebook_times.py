@@ -55,7 +55,7 @@ def commit() -> str | None:
         return None
 
 
-TIME_LINE = re.compile(r"\*\*Time to run:\*\*.*?(?=\n\n|\Z)", re.DOTALL)  # to the end of its paragraph
+TIME_LINE = re.compile(r"\*\*Time to run:\*\*[^\n]*")  # one line
 
 
 def about(seconds: float) -> str:
@@ -67,10 +67,7 @@ def about(seconds: float) -> str:
 
 def time_line(name: str, results: dict) -> str:
     """The "Time to run" line of notebook `name`, quoting the results file."""
-    figures = results["notebooks"][name]
-    return (f"**Time to run:** {about(figures['wall_seconds'])} on the offline model, kernel start included "
-            f"(`benchmarks/notebook_times.py` on {results['measured_on']}, {results['cores']} cores: "
-            f"{figures['wall_seconds']:g} s wall clock, {figures['cpu_seconds']:g} s of processor time).")
+    return f"**Time to run:** {about(results['notebooks'][name]['wall_seconds'])}."
 
 
 def quote() -> None:

@@ -32,8 +32,34 @@ def test_rows_record_claim_evidence_and_status():
     assert ledger.rows[1].evidence == "count: 3, expected 4"
     assert ledger.refs() == {"C1", "S1", "S2", "S3"}
     text = repr(ledger)
-    assert "1 of 3 claims hold, 1 not checked on this run, 1 FAIL" in text
+    assert "1 of 4 claims hold, 1 not checked on this run, 2 FAIL (1 of 3 checks hold)" in text
     assert "✗ [S1 S2] three is four" in text and "not checked: the paraphrase voice" in text
+
+
+def test_one_verdict_per_claim_id_with_its_checks_folded_below():
+    ledger = Ledger(claims={"C1": "the claim line", "S1": "the first bullet", "S2": "a bullet nobody checked"})
+    ledger.check("C1 S1", "first check", evidence="e1", holds=True)
+    ledger.check("S1", "second check", evidence="e2", holds=True)
+    ledger.skip("C1", "a check this run cannot decide", reason="another voice")
+    assert ledger.verdicts() == [("C1", "the claim line", "holds", 1, 1), ("S1", "the first bullet", "holds", 2, 2),
+                                 ("S2", "a bullet nobody checked", "FAILS", 0, 0)]
+    lines = repr(ledger).splitlines()
+    assert lines[0] == "Check yourself: 2 of 3 claims hold, 1 FAIL (2 of 3 checks hold)"
+    assert lines[1:4] == ["✓ C1: the claim line (1 of 1 checks)", "✓ S1: the first bullet (2 of 2 checks)",
+                          "✗ S2: a bullet nobody checked (0 of 0 checks)"]
+    assert "✓ [C1 S1] first check" in lines and "– [C1] a check this run cannot decide" in lines
+    page = ledger._repr_html_()
+    assert page.index("the first bullet") < page.index("<details>") < page.index("first check")
+    with pytest.raises(ClaimsNotHeld, match=r"\[S2\] a bullet nobody checked \(no check\)"):
+        ledger.report()
+
+
+def test_a_claim_whose_checks_were_all_skipped_is_not_checked():
+    ledger = Ledger()
+    ledger.check("C1", "decided", evidence="", holds=True)
+    ledger.skip("S1", "undecided", reason="needs Bedrock")
+    assert "1 of 2 claims hold, 1 not checked on this run (1 of 2 checks hold)" in repr(ledger)
+    assert ledger.report() is None
 
 
 def test_report_raises_listing_every_failing_claim(capsys):
@@ -44,7 +70,7 @@ def test_report_raises_listing_every_failing_claim(capsys):
     with pytest.raises(ClaimsNotHeld) as raised:
         ledger.report()
     message = str(raised.value)
-    assert "2 of 3 claims do not hold" in message and "[S1] second" in message and "[S2] third" in message
+    assert "2 of 3 checks do not hold" in message and "[S1] second" in message and "[S2] third" in message
     assert "first" not in message
 
 

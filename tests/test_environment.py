@@ -229,6 +229,19 @@ def test_ci_calls_the_readme_test_command():
     assert "make test" in (REPO / ".ci" / "run").read_text()
 
 
+def check_cells(cells: list[dict]) -> None:
+    """"Check yourself" is one code cell of at most 10 lines that decides the ledger in companion/checks."""
+    start = next(i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                 and "## Check yourself" in "".join(c["source"]))
+    end = next(i for i, c in enumerate(cells) if i > start and c["cell_type"] == "markdown"
+               and re.search(r"^## ", "".join(c["source"]), re.MULTILINE))
+    code = ["".join(c["source"]) for c in cells[start:end] if c["cell_type"] == "code"]
+    assert len(code) == 1, f"'Check yourself' has {len(code)} code cells; one is the shape"
+    lines = [line for line in code[0].splitlines() if line.strip()]
+    assert len(lines) <= 10, f"'Check yourself' is {len(lines)} lines; at most 10"
+    assert "from companion.checks import" in code[0] and ".report()" in code[0], code[0]
+
+
 def check_notebook_shape(notebook: dict, *, outputs: bool = True) -> None:
     """The workbook's notebook shape (also applied to templates/notebook.ipynb by tests/test_series_map.py, which has no
     committed outputs and so passes outputs=False)."""
@@ -239,8 +252,13 @@ def check_notebook_shape(notebook: dict, *, outputs: bool = True) -> None:
     source = [("".join(c["source"]), c["cell_type"]) for c in cells]
     assert any("reset_workspace(workspace)" in s for s, kind in source if kind == "code")
     headings = "\n".join(s for s, kind in source if kind == "markdown")
-    for heading in ["## Check yourself", "## Summary", "## Exercises", "## What's next", "**What you will learn**"]:
+    for heading in ["## Check yourself", "## Summary", "## Exercises", "## What's next", "## Notes",
+                    "**What you will learn**", "**Time to learn:**", "**Time to run:**"]:
         assert heading in headings, heading
+    check_cells(cells)
+    for text, kind in source:
+        found = re.findall(r"site-packages|tests/test_\w+|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", text)
+        assert not found, f"a site-packages path, test name or commit hash in a {kind} cell: {found}"
     if outputs:
         printed = "".join("".join(o.get("data", {}).get("text/plain", "")) for c in cells if c["cell_type"] == "code"
                           for o in c.get("outputs", []))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "companion"
-RANK = {"support": 0, "models": 1, "memory": 2, "sessions": 2, "measure": 3, "replay": 4}
+RANK = {"support": 0, "models": 1, "memory": 2, "sessions": 2, "measure": 3, "checks": 4, "replay": 5}
 PEERS_APART = {("memory", "sessions"), ("sessions", "memory")}
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,10 @@ import nbformat
 from nbclient import NotebookClient
 from nbformat.corpus.words import generate_corpus_id
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+RECORDS = REPO / "tests" / "records"
+sys.path.insert(0, str(REPO))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_HINT = "Run this cell in JupyterLab to get the slider."
 OTHER_WIDGET_HINT = "Run this cell in JupyterLab to get the widget."
@@ -96,8 +101,21 @@ def write(notebook: nbformat.NotebookNode, path: Path) -> None:
     nbformat.write(jupyterlab_form(notebook), path, version=nbformat.NO_CONVERT)
 
 
+def keep_record(path: Path, since: float) -> None:
+    """Copy the run's record (companion/checks: what "Check yourself" decided its ledger on) from the notebook's
+    default workspace, which is named after it, to tests/records/, where the checks' tests read it."""
+    from companion.checks import RECORD_NAME
+    from companion.support.workspace import workspace_root
+
+    record = workspace_root() / path.stem / RECORD_NAME
+    if record.is_file() and record.stat().st_mtime >= since:
+        RECORDS.mkdir(exist_ok=True)
+        shutil.copyfile(record, RECORDS / f"{path.stem}.json")
+
+
 def refresh(path: Path) -> None:
     notebook = nbformat.read(path, as_version=4)
+    started = time.time()
     NotebookClient(
         notebook,
         timeout=600,
@@ -108,6 +126,8 @@ def refresh(path: Path) -> None:
         resources={"metadata": {"path": str(NOTEBOOKS)}},
     ).execute()
     write(notebook, path)
+    if path.parent == NOTEBOOKS:
+        keep_record(path, started)
     print(f"refreshed {path.name}")
 
 

@@ -41,4 +41,9 @@ def scripted_turns(name: str, turns: int, **values: Any) -> list[str]:
     except KeyError as missing:
         raise ValueError(f"The {name!r} script needs a value for {missing}.") from None
     filler = list(islice(cycle(script["filler"]), turns - len(plants) - 1))
+    for key, value in values.items():
+        said = [turn for turn in filler + [question] if str(value) in turn]
+        if said:
+            raise ValueError(f"{key} {value!r} occurs in a turn that should not state it: {said[0]!r}. "
+                             f"Choose a {key} that is not a word of the script.")
     return planted + filler + [question]

@@ -50,10 +50,18 @@ def _evidence_text(value: Any) -> str:
 
 
 class Ledger:
-    """The rows of one "Check yourself" cell (or of several short cells that share one ledger)."""
+    """The rows of one "Check yourself" cell: checks, grouped by the claim ids they support.
 
-    def __init__(self, title: str = "Check yourself") -> None:
+    `claims` names each id as the learner reads it (`{"C1": "a window of w messages holds w/2 turns", ...}`): the
+    report shows one verdict line per id, so the room sees the verdicts at a glance, and folds the checks behind
+    them under a `<details>` a reviewer opens. An id with no label is named by its first check.
+    """
+
+    def __init__(self, title: str = "Check yourself", claims: dict[str, str] | None = None) -> None:
         self.title = title
+        self.claims = dict(claims or {})
+        for ref in self.claims:
+            self._ref(ref)
         self.rows: list[Row] = []
 
     def _ref(self, ref: str) -> str:
@@ -87,36 +95,76 @@ class Ledger:
         """Every id that has at least one row."""
         return {ref for row in self.rows for ref in row.ref.split()}
 
-    # Display: HTML in JupyterLab and the book, aligned plain text in terminals and for nbval.
-    def _repr_html_(self) -> str:
-        head = "".join(f"<th style='text-align:left'>{name}</th>" for name in ("ref", "claim", "evidence", "holds"))
-        body = []
-        for row in self.rows:
-            mark = {"holds": "✓ holds", "FAILS": "✗ FAILS", "skipped": "– skipped"}[row.status]
-            colour = {"holds": "inherit", "FAILS": "#b00020", "skipped": "#666"}[row.status]
-            cells = [row.ref, row.claim, row.evidence]
-            tds = "".join(f"<td style='text-align:left;vertical-align:top'>{html.escape(c)}</td>" for c in cells)
-            body.append(f"<tr>{tds}<td style='color:{colour};white-space:nowrap'>{mark}</td></tr>")
-        summary = html.escape(self._summary())
-        return (f"<p><b>{html.escape(self.title)}</b>: {summary}</p>"
-                f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    def row(self, claim: str) -> Row:
+        """The check whose claim text is `claim` (tests find a row by its words)."""
+        (found,) = [row for row in self.rows if row.claim == claim]
+        return found
+
+    def verdicts(self) -> list[tuple[str, str, str, int, int]]:
+        """(id, label, status, checks held, checks decided) per claim id, C ids first, in number order.
+
+        A claim holds when every check it has decided holds; it FAILS when one fails; it is "skipped" when this run
+        decided none of its checks.
+        """
+        ids = sorted(self.refs() | set(self.claims), key=lambda i: (i[0] != "C", int(i[1:])))
+        verdicts = []
+        for ref in ids:
+            mine = [row for row in self.rows if ref in row.ref.split()]
+            decided = [row for row in mine if row.status != "skipped"]
+            held = sum(row.status == "holds" for row in decided)
+            status = "FAILS" if held < len(decided) or not mine else "holds" if decided else "skipped"
+            label = self.claims.get(ref) or (mine[0].claim if mine else "(no check)")
+            verdicts.append((ref, label, status, held, len(decided)))
+        return verdicts
 
     def _summary(self) -> str:
-        held = sum(row.status == "holds" for row in self.rows)
-        skipped = sum(row.status == "skipped" for row in self.rows)
-        text = f"{held} of {len(self.rows)} claims hold"
+        verdicts = self.verdicts()
+        held = sum(v[2] == "holds" for v in verdicts)
+        failed = sum(v[2] == "FAILS" for v in verdicts)
+        skipped = sum(v[2] == "skipped" for v in verdicts)
+        text = f"{held} of {len(verdicts)} claims hold"
         if skipped:
             text += f", {skipped} not checked on this run"
-        if self.failures:
-            text += f", {len(self.failures)} FAIL"
-        return text
+        if failed:
+            text += f", {failed} FAIL"
+        checks_held = sum(row.status == "holds" for row in self.rows)
+        return text + f" ({checks_held} of {len(self.rows)} checks hold)"
+
+    # Display: HTML in JupyterLab and the book, aligned plain text in terminals and for nbval.
+    def _repr_html_(self) -> str:
+        marks = {"holds": ("✓ holds", "inherit"), "FAILS": ("✗ FAILS", "#b00020"), "skipped": ("– not checked", "#666")}
+
+        def td(text: str) -> str:
+            return f"<td style='text-align:left;vertical-align:top'>{html.escape(text)}</td>"
+
+        def verdict(status: str) -> str:
+            mark, colour = marks[status]
+            return f"<td style='color:{colour};white-space:nowrap;vertical-align:top'>{mark}</td>"
+
+        def header(*names: str) -> str:
+            return "".join(f"<th style='text-align:left'>{name}</th>" for name in names)
+
+        claims = "".join(f"<tr>{td(ref)}{td(label)}{td(f'{held} of {decided}')}{verdict(status)}</tr>"
+                         for ref, label, status, held, decided in self.verdicts())
+        checks = "".join(f"<tr>{td(row.ref)}{td(row.claim)}{td(row.evidence)}{verdict(row.status)}</tr>"
+                         for row in self.rows)
+        return (f"<p><b>{html.escape(self.title)}</b>: {html.escape(self._summary())}</p>"
+                f"<table><thead><tr>{header('id', 'claim', 'checks', 'holds')}</tr></thead><tbody>{claims}</tbody>"
+                f"</table><details><summary>The {len(self.rows)} checks and their evidence</summary>"
+                f"<table><thead><tr>{header('id', 'check', 'evidence', 'holds')}</tr></thead><tbody>{checks}</tbody>"
+                f"</table></details>")
 
     def __repr__(self) -> str:
         lines = [f"{self.title}: {self._summary()}"]
+        for ref, label, status, held, decided in self.verdicts():
+            mark = {"holds": "✓", "FAILS": "✗", "skipped": "–"}[status]
+            lines.append(f"{mark} {ref}: {label} ({held} of {decided} checks)")
+        lines.append("")
+        lines.append("The checks:")
         for row in self.rows:
             mark = {"holds": "✓", "FAILS": "✗", "skipped": "–"}[row.status]
             lines.append(f"{mark} [{row.ref}] {row.claim}")
-            lines += textwrap.wrap(row.evidence, 96, initial_indent="    evidence: ", subsequent_indent="    ")
+            lines += textwrap.wrap(row.evidence, 84, initial_indent="    evidence: ", subsequent_indent="    ")
         return "\n".join(lines)
 
     def report(self) -> None:
@@ -129,6 +177,9 @@ class Ledger:
             display(self)
         if not self.rows:
             raise ClaimsNotHeld("the ledger is empty: a check cell that checks nothing proves nothing")
-        if self.failures:
+        unchecked = [ref for ref in self.claims if ref not in self.refs()]
+        if self.failures or unchecked:
             listed = "\n".join(f"  [{row.ref}] {row.claim} (evidence: {row.evidence})" for row in self.failures)
-            raise ClaimsNotHeld(f"{len(self.failures)} of {len(self.rows)} claims do not hold:\n{listed}")
+            listed += "".join(f"\n  [{ref}] {self.claims[ref]} (no check)" for ref in unchecked)
+            raise ClaimsNotHeld(f"{len(self.failures) + len(unchecked)} of {len(self.rows)} checks do not hold:\n"
+                                f"{listed.lstrip(chr(10))}")

@@ -28,6 +28,12 @@ The class file (see classes/sample.yaml):
 
 A notebook the class file does not name runs with its defaults (and the `common` values it accepts); a name in the
 class file that matches no notebook in the folder is reported and skipped, so one class file serves a series that grows.
+A class file may not use YAML anchors or aliases (`&name`, `*name`: a few hundred bytes of them expand to gigabytes of
+parameters) nor a text that UTF-8 cannot write (a lone surrogate such as "\udc80"); either is refused with exit 2.
+
+One replay at a time writes an output folder: a replay holds an exclusive lock (`.workbook-replay.lock` inside it,
+fcntl) from before it empties the folder until its summary is written; a second replay into the same folder stops at
+once, naming the first one's process id.
 """
 
 from __future__ import annotations
@@ -43,15 +49,25 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+try:  # POSIX (Linux, macOS), as the workbook's other locks (companion/sessions/two_writers.py)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no output lock
+    fcntl = None  # type: ignore[assignment]
 
 from companion.support.paths import NOTEBOOKS_DIR, REPO_ROOT
 
 DEFAULT_CLASS_FILE = REPO_ROOT / "classes" / "sample.yaml"
 DEFAULT_OUTPUT_ROOT = REPO_ROOT / "replays"
 MARKER = ".workbook-replay"
+LOCK = ".workbook-replay.lock"
+SHOWN_CHARS = 200
+"""How much of a value from a class file a message quotes."""
 ENGINE = "workbook-replay"
 KERNEL = "python3"  # the kernel of the interpreter running the replay (the workbook's .venv under `make replay`)
 
@@ -68,6 +84,12 @@ class Terminated(KeyboardInterrupt):
 
 def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated()
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """repr() of a value, cut to `limit` characters with a count of the rest (a message never quotes 1 MB)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
 
 
 def read_text_file(path: Path, what: str) -> str:
@@ -132,9 +154,11 @@ def load_class_file(path: Path | None) -> ClassFile:
         raise ReplayError(f"Class file {path} not found.")
     text = read_text_file(path, "Class file")
     try:
+        _refuse_aliases(path, text)
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
-        raise ReplayError(f"Class file {path} is not valid YAML: {error}") from None
+        raise ReplayError(f"Class file {path} is not valid YAML: {str(error)[:500]}") from None
+    _refuse_surrogates(path, data)
     if not isinstance(data, dict):
         raise ReplayError(f"Class file {path} must be a mapping (class, backend, learners, common, notebooks).")
     unknown = set(data) - {"class", "backend", "learners", "common", "notebooks"}
@@ -142,13 +166,13 @@ def load_class_file(path: Path | None) -> ClassFile:
         raise ReplayError(f"Class file {path}: unknown key(s) {sorted(unknown)}; accepted: class, backend, learners, common, notebooks.")
     name = str(data.get("class") or path.stem)
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}", name) or ".." in name:
-        raise ReplayError(f"Class file {path}: class must be a plain name (letters, digits, '-', '_', '.'); got {name!r}.")
+        raise ReplayError(f"Class file {path}: class must be a plain name (letters, digits, '-', '_', '.'); got {shown(name)}.")
     backend = data.get("backend")
     if backend is not None and backend not in ("offline", "bedrock"):
-        raise ReplayError(f"Class file {path}: backend must be offline or bedrock; got {backend!r}.")
+        raise ReplayError(f"Class file {path}: backend must be offline or bedrock; got {shown(backend)}.")
     learners = data.get("learners", 1)
     if isinstance(learners, bool) or not isinstance(learners, int) or learners < 1:
-        raise ReplayError(f"Class file {path}: learners must be a whole number of 1 or more; got {learners!r}.")
+        raise ReplayError(f"Class file {path}: learners must be a whole number of 1 or more; got {shown(learners)}.")
     common = data.get("common") or {}
     notebooks = data.get("notebooks") or {}
     if not isinstance(common, dict) or not isinstance(notebooks, dict):
@@ -157,6 +181,42 @@ def load_class_file(path: Path | None) -> ClassFile:
         if not isinstance(values, dict):
             raise ReplayError(f"Class file {path}: notebooks.{key} must be a mapping of parameter: value.")
     return ClassFile(name, backend, learners, dict(common), {str(k): dict(v) for k, v in notebooks.items()}, path)
+
+
+def _refuse_aliases(path: Path, text: str) -> None:
+    """Refuse any YAML anchor or alias, read from the parser's events (which never expand an alias), so the check
+    costs the file's size whatever the aliases would expand to."""
+    import yaml
+
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            mark = event.start_mark
+            what = f"alias *{event.anchor}" if isinstance(event, yaml.AliasEvent) else f"anchor &{event.anchor}"
+            raise ReplayError(f"Class file {path} uses the YAML {what[:80]} at line {mark.line + 1}: anchors and aliases are not "
+                              "accepted in a class file (a few hundred bytes of them expand to gigabytes); write each "
+                              "value out.")
+
+
+def _refuse_surrogates(path: Path, data: Any, where: str = "") -> None:
+    """Refuse a text (key or value, at any depth) that UTF-8 cannot write: a lone surrogate from a YAML escape such
+    as "\\udc80" would make papermill write a 0-byte notebook."""
+    if isinstance(data, dict):
+        items = list(data.items())
+        for key, value in items:
+            name = f"{where}.{key}" if where else str(key)
+            _refuse_surrogates(path, key, name)
+            _refuse_surrogates(path, value, name)
+    elif isinstance(data, list):
+        for number, value in enumerate(data):
+            _refuse_surrogates(path, value, f"{where}[{number}]")
+    elif isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ReplayError(
+                f"Class file {path}: {where[:100] or 'a value'} holds a lone surrogate (U+{ord(data[error.start]):04X} "
+                f"at character {error.start + 1}), half of a pair that no UTF-8 file can hold: write the character "
+                "itself.") from None
 
 
 def parameters_of(path: Path) -> dict[str, Any]:
@@ -253,7 +313,7 @@ def check_output(out: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> tuple[Path, 
             raise ReplayError(f"The output folder {shown} would be {protected} or around it: choose a folder of its own.")
     if out.exists() and not os.access(out, os.R_OK | os.W_OK | os.X_OK):
         raise ReplayError(f"The output folder {shown} cannot be written to.")
-    if out.exists() and any(out.iterdir()) and not (out / MARKER).is_file():
+    if out.exists() and any(p.name != LOCK for p in out.iterdir()) and not (out / MARKER).is_file():
         raise ReplayError(
             f"The output folder {shown} holds files that are not an earlier replay (no {MARKER} inside): "
             "choose a new or empty folder. Nothing was deleted."
@@ -265,8 +325,13 @@ def prepare_output(out: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
     """Create (or empty, when it holds an earlier replay) the output folder; refuse any other folder (check_output)."""
     out, shown = check_output(out, notebooks_dir)
     try:
-        if out.exists() and any(out.iterdir()):
-            shutil.rmtree(out)  # an earlier replay (it has the marker): replaced
+        for old in out.iterdir() if out.exists() else []:  # an earlier replay (it has the marker): replaced
+            if old.name == LOCK:
+                continue  # the lock of this replay, held
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
         out.mkdir(parents=True, exist_ok=True)
         (out / MARKER).write_text("Output of `python -m companion.replay`; the next replay into this folder replaces it.\n")
         (out / ".gitignore").write_text("*\n")  # a replay inside the repository never shows up in `git status`
@@ -274,6 +339,41 @@ def prepare_output(out: Path, notebooks_dir: Path = NOTEBOOKS_DIR) -> Path:
         raise ReplayError(f"The output folder {shown} cannot be created or emptied: {error.strerror or error} "
                           f"({error.filename or out}).") from None
     return out
+
+
+_HELD: dict[Path, int] = {}  # output folder (real path) -> the lock file's descriptor, held by this process
+
+
+@contextmanager
+def output_lock(out: Path) -> Iterator[Path]:
+    """Hold the output folder's exclusive lock for the block (created with the folder if missing), or refuse at once
+    with a ReplayError naming the process that holds it. Re-entrant within this process; released when the process
+    ends, however it ends (the kernel drops an flock with its last descriptor)."""
+    real = Path(os.path.realpath(os.path.abspath(out)))
+    if real in _HELD or fcntl is None:
+        yield real
+        return
+    try:
+        real.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(real / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as error:
+        raise ReplayError(f"The output folder {out} cannot be created or locked: {error.strerror or error} "
+                          f"({error.filename or real}).") from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(descriptor, 64, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(descriptor)
+        raise ReplayError(f"The output folder {out} is in use by another replay (process {holder}): wait for it to "
+                          "end, or choose another --out. Nothing was changed.") from None
+    os.ftruncate(descriptor, 0)
+    os.pwrite(descriptor, f"{os.getpid()}\n".encode(), 0)
+    _HELD[real] = descriptor
+    try:
+        yield real
+    finally:
+        del _HELD[real]
+        os.close(descriptor)  # releases the lock; the file stays (an empty folder is ours by it)
 
 
 # --- one notebook, in a worker process ------------------------------------------------------------------------------
@@ -612,6 +712,12 @@ def load_counts(path: Path, plans: list[Plan]) -> dict[str, int]:
 
 def run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_file: ClassFile, backend: str) -> tuple[int, list[dict]]:
     """Prepare the folder, execute, write and print the summary; returns the exit status and the rows."""
+    with output_lock(check_output(out, args.notebooks_dir)[0]):
+        return _run_replay(plans, out, args, class_file, backend)
+
+
+def _run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_file: ClassFile,
+                backend: str) -> tuple[int, list[dict]]:
     from companion.support.display import text_table
 
     out = prepare_output(out, args.notebooks_dir)
@@ -715,44 +821,54 @@ def _main(args: argparse.Namespace) -> int:
         backend = resolve_backend(args.backend or class_file.backend)
         plans, notes = plan_replay(args.notebooks, class_file, backend, args.notebooks_dir)
         out = args.out or DEFAULT_OUTPUT_ROOT / class_file.name
-        check_output(out, args.notebooks_dir)  # refused here, before any count or replay runs
-        learners = args.learners or class_file.learners
-        for note in notes:
-            print(f"note: {note}")
-        local = backend == "bedrock" and args.bedrock_endpoint == "local"
-        if backend == "bedrock" and not args.dry_run and not local:
-            _require_credentials()
-        if (backend == "bedrock" and not local) or args.dry_run:
-            if args.counts:
-                counts = load_counts(args.counts, plans)
-                print(f"Counts from {args.counts}.")
-            else:
-                print("Counting the calls on the offline model first (nothing is sent anywhere)...")
-                offline = [Plan(p.name, p.source, {**p.parameters, "backend": "offline"}, p.given, p.accepted) for p in plans]
-                counted_in = Path(out).with_name(Path(out).name + "-offline-count")
-                status, rows = run_replay(offline, counted_in, args, class_file, "offline")
-                if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
-                    return status
-                if status != EXIT_OK:
-                    print("The offline count did not pass, so there is no estimate.", file=sys.stderr)
-                    return status
-                total = rows[-1]
-                counts = {"calls": total["model calls"], "input": total["tokens sent"], "output": total["tokens received"]}
-            print()
-            print(estimate_text(estimate(counts, learners), len(plans)))
-            if args.dry_run:
-                return EXIT_OK
-            if not args.yes and not _confirm("Send these calls to Amazon Bedrock? [y/N] "):
-                print("Nothing was sent.")
-                return EXIT_FAILED
-        status, _ = run_replay(plans, out, args, class_file, backend)
-        return status
+        real_out = check_output(out, args.notebooks_dir)[0]  # refused here, before any count or replay runs
+        paid = backend == "bedrock" and args.bedrock_endpoint != "local"
+        if args.dry_run or paid:  # nothing written yet: a paid replay takes the lock once the person has said yes
+            return _plan_and_run(args, class_file, backend, plans, notes, out)
+        with output_lock(real_out):  # held from here: a second replay into this folder stops at once
+            return _plan_and_run(args, class_file, backend, plans, notes, out)
     except ReplayError as error:
         print(f"replay: {error}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as error:  # an unknown backend from $WORKBOOK_BACKEND
         print(f"replay: {error}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _plan_and_run(args: argparse.Namespace, class_file: ClassFile, backend: str, plans: list[Plan], notes: list[str],
+                  out: Path) -> int:
+    """The estimate (when asked or when Bedrock is paid) and the replay, once the output folder is checked."""
+    learners = args.learners or class_file.learners
+    for note in notes:
+        print(f"note: {note}")
+    local = backend == "bedrock" and args.bedrock_endpoint == "local"
+    if backend == "bedrock" and not args.dry_run and not local:
+        _require_credentials()
+    if (backend == "bedrock" and not local) or args.dry_run:
+        if args.counts:
+            counts = load_counts(args.counts, plans)
+            print(f"Counts from {args.counts}.")
+        else:
+            print("Counting the calls on the offline model first (nothing is sent anywhere)...")
+            offline = [Plan(p.name, p.source, {**p.parameters, "backend": "offline"}, p.given, p.accepted) for p in plans]
+            counted_in = Path(out).with_name(Path(out).name + "-offline-count")
+            status, rows = run_replay(offline, counted_in, args, class_file, "offline")
+            if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+                return status
+            if status != EXIT_OK:
+                print("The offline count did not pass, so there is no estimate.", file=sys.stderr)
+                return status
+            total = rows[-1]
+            counts = {"calls": total["model calls"], "input": total["tokens sent"], "output": total["tokens received"]}
+        print()
+        print(estimate_text(estimate(counts, learners), len(plans)))
+        if args.dry_run:
+            return EXIT_OK
+        if not args.yes and not _confirm("Send these calls to Amazon Bedrock? [y/N] "):
+            print("Nothing was sent.")
+            return EXIT_FAILED
+    status, _ = run_replay(plans, out, args, class_file, backend)
+    return status
 
 
 def _require_credentials() -> None:

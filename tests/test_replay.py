@@ -412,3 +412,96 @@ def test_teaching_time_measures_every_notebook(tmp_path):
     assert [row.split(" | ")[0][2:] for row in rows] == [p.stem for p in discover(NOTEBOOKS)]
     assert all(" n/a " in row for row in rows), "without a replay the executed time is left out, not guessed"
     assert "90-minute session:" in result.stdout and "full day" in result.stdout
+
+
+# Issue 31: YAML aliases and lone surrogates in class files (items 9, 12), bounded messages, one replay per --out (5).
+
+BOMB = """class: bomb
+common:
+  l0: &l0 "xxxxxxxxxxxxxxxxxxxx"
+  l1: &l1 [*l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0]
+  l2: &l2 [*l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1]
+  l3: &l3 [*l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2]
+  l4: &l4 [*l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3]
+notebooks:
+  "03": {codename: *l4}
+"""
+
+
+def test_a_yaml_alias_in_a_class_file_is_refused_with_one_message(tmp_path, capsys):
+    """Before the fix the aliases were accepted: a 278-byte class file expanded to 42 MB of output when papermill
+    wrote the parameters (and a 3.85 MB error message)."""
+    bomb = write_class(tmp_path, BOMB)
+    with pytest.raises(ReplayError, match=r"anchor &l0 at line 3: anchors and aliases are not accepted") as raised:
+        load_class_file(bomb)
+    assert len(str(raised.value)) < 400
+    small = write_class(tmp_path, 'common:\n  codename: &c PHOENIX\nnotebooks:\n  "03": {codename: *c}\n')
+    with pytest.raises(ReplayError, match=r"anchor &c at line 2"):
+        load_class_file(small)
+    alias_only = write_class(tmp_path, 'common:\n  codename: *c\n')  # an alias of nothing: still named
+    with pytest.raises(ReplayError, match=r"alias \*c at line 2|not valid YAML"):
+        load_class_file(alias_only)
+    assert main(["03", "--class", str(bomb), "--out", str(tmp_path / "out"), "--no-progress"]) == EXIT_USAGE
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "anchors and aliases are not accepted" in error and len(error) < 400
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_lone_surrogate_in_a_class_file_is_refused_before_any_notebook_runs(tmp_path, capsys):
+    """Before the fix papermill failed to write the notebook ("Notebook does not appear to be JSON", a 0-byte file)."""
+    class_file = write_class(tmp_path, 'notebooks:\n  "03": {codename: "PHO\\udc80ENIX"}\n')
+    with pytest.raises(ReplayError, match=r"notebooks\.03\.codename.*lone surrogate.*U\+DC80"):
+        load_class_file(class_file)
+    assert main(["03", "--class", str(class_file), "--out", str(tmp_path / "out"), "--no-progress"]) == EXIT_USAGE
+    assert "lone surrogate" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_a_class_file_message_quotes_at_most_200_characters_of_a_value(tmp_path):
+    for text in (f"class: {'A' * 1_000_000}\n", f"backend: {'b' * 1_000_000}\n", f"learners: {'9x' * 500_000}\n"):
+        with pytest.raises(ReplayError) as raised:
+            load_class_file(write_class(tmp_path, text))
+        assert len(str(raised.value)) < 600 and "more characters" in str(raised.value)
+
+
+def barrier_notebook(path: Path) -> None:
+    """A notebook that says it started, then waits until the test lets it finish."""
+    parameters = nbformat.v4.new_code_cell('barrier = ""  # a file: the notebook waits until it exists')
+    parameters.metadata["tags"] = ["parameters"]
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# 97 · Barrier"), parameters,
+        nbformat.v4.new_code_cell("import pathlib, time\npathlib.Path(barrier + '.started').touch()\n"
+                                  "while not pathlib.Path(barrier).exists():\n    time.sleep(0.1)"),
+        nbformat.v4.new_code_cell('assert pathlib.Path(barrier).exists()\nprint("All checks passed.")'),
+    ])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(notebook, path)
+
+
+def test_a_second_replay_into_the_same_folder_refuses_at_once_naming_the_first(tmp_path):
+    """Before the fix the second replay emptied the folder under the first: the first exited 1 with its notebooks
+    "failed", the second reported success with doubled calls in summary.json."""
+    probe, barrier, out = tmp_path / "97_barrier.ipynb", tmp_path / "go", tmp_path / "out"
+    barrier_notebook(probe)
+    class_file = write_class(tmp_path, f'class: lock\nnotebooks:\n  "97": {{barrier: "{barrier}"}}\n')
+    command = [sys.executable, "-m", "companion.replay", "--no-progress", str(probe), "--class", str(class_file),
+               "--out", str(out)]
+    first = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not Path(f"{barrier}.started").exists() and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.2)
+        assert Path(f"{barrier}.started").exists(), "the first replay's notebook is running"
+        started = time.monotonic()
+        second = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert second.returncode == EXIT_USAGE, second.stdout + second.stderr
+        assert f"in use by another replay (process {first.pid})" in second.stderr, second.stderr
+        assert time.monotonic() - started < 60, "refused at once, not after a replay"
+    finally:
+        barrier.touch()
+        output, errors = first.communicate(timeout=300)
+    assert first.returncode == 0, output + errors
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["notebook"] for r in summary["rows"]] == ["97_barrier", "total"]
+    assert summary["rows"][0]["status"] == "passed"
+    again = replay_command(str(probe), "--class", str(class_file), "--out", str(out))  # the lock is released
+    assert again.returncode == 0, again.stdout + again.stderr

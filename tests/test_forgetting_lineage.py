@@ -233,3 +233,43 @@ def test_the_paraphrase_voice(tmp_path, embedder):
     assert byte_places(stores, embedder) == []
     assert paraphrases(stores.root, ADDRESS["ada"], embedder=embedder, user="ada").places == []
     assert pub_and_team(stores) == before
+
+
+def test_a_rerun_removes_the_temporary_files_a_killed_forget_left(planted, tmp_path, embedder, monkeypatch):
+    """Issue 31, item 12. A forget killed (SIGKILL) between writing a file's new copy and renaming it leaves a
+    `.forget_*.tmp` beside the file: before the fix no rerun removed it, and it held the redacted text (here, a copy
+    of the message that still states the value, as a kill during the sources' own rewrite would leave). The plan file
+    stays from the killed run; the rerun finishes and removes every leftover it finds in the stores' folders."""
+    stores = Stores.under(shutil.copytree(planted, tmp_path / "stores"))
+    real, seen = forgetting._apply, []
+
+    def killed(step):
+        seen.append(step)
+        if len(seen) == 5:
+            raise KeyboardInterrupt  # stands in for the kill: the plan stays
+        real(step)
+
+    monkeypatch.setattr(forgetting, "_apply", killed)
+    with pytest.raises(KeyboardInterrupt):
+        forget(stores, KEY, user="ada", summarizer=OfflineModel())
+    monkeypatch.setattr(forgetting, "_apply", real)
+    message = next(stores.sessions.rglob("message_0.json"))
+    leftovers = [message.with_name(".forget_k1ll3d.tmp"), stores.markdown / ".forget_a.tmp", stores.root / ".forget_p.tmp"]
+    for path in leftovers:
+        path.write_text(message.read_text())  # the value's bytes, as a half-done rewrite leaves them
+    assert stores.plan_file.is_file()
+    seen_by_observer = []
+    forget(stores, KEY, user="ada", summarizer=OfflineModel(),
+           observe=lambda what, path: seen_by_observer.append((what, path)))
+    assert not [p for p in stores.root.rglob(".forget_*.tmp")], "every leftover removed"
+    assert {p for what, p in seen_by_observer if what == "leftover temporary file"} == set(leftovers)
+    assert byte_places(stores, embedder) == [] and not stores.plan_file.exists()
+
+
+def test_a_refusal_quotes_at_most_200_characters_of_the_key_or_user(stores):
+    """Issue 31, item 12: before the fix a 1 MB key or user id was quoted in full in the message."""
+    for call in (lambda: forget(stores, "home " + "A" * 1_000_000, user="ada"),
+                 lambda: forget(stores, KEY, user="B" * 1_000_000), lambda: forget(stores, KEY, user="ada", by="C" * 10**6)):
+        with pytest.raises(ForgetError) as raised:
+            call()
+        assert len(str(raised.value)) < 700 and "more characters" in str(raised.value)

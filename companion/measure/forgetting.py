@@ -38,7 +38,9 @@ the stores' folder (the user, the key, the source messages and the steps; no val
 one), then applied step by step in this order: the database rows are deleted and committed, the database file is
 rebuilt (VACUUM), the derived files are replaced or deleted one by one, and the sources' own message files come last.
 A failure at any step raises `PartialForget`, naming what was done and what is left; running forget() again reads the
-plan's sources and the stores again and finishes (then deletes the plan file).
+plan's sources and the stores again and finishes (then deletes the plan file). A forget killed outright (SIGKILL)
+can leave the new copy of a file it was replacing (`.forget_*.tmp`, which may hold the text being redacted): every
+forget() removes such leftovers from the stores' folders before it reads them.
 `observe(what, path)`, if given, is called with each transient file while it still exists (the plan file once
 written, the database's rollback journal just before the commit, the database file just before VACUUM, each new
 file's temporary copy just before its rename, each old file just before it is replaced or deleted), so a caller can
@@ -72,6 +74,7 @@ from companion.memory.vector_store import connect, lock_holders, locks_of_this_p
 from companion.models import facts
 from companion.sessions.session_files import CorruptSessionError, read_json
 from companion.support.messages import SUMMARY_REQUEST, message_text
+from companion.support.parameters import shown
 
 FORGOTTEN = "[forgotten at the user's request]"
 """What a message's text becomes when every sentence in it stated the forgotten fact."""
@@ -395,6 +398,21 @@ def _replace(path: Path, text: str, observe: Observer | None = None) -> None:
         raise
 
 
+def _remove_leftovers(stores: Stores, observe: Observer | None = None) -> list[Path]:
+    """Delete the `.forget_*.tmp` files a killed forget() left (a new copy written, never renamed into place: it may
+    hold the text being redacted) in the stores' folders: the plan's folder, and every folder under the sessions and
+    the markdown files. Links are unlinked, never followed. Each is shown to `observe` first."""
+    found = list(stores.root.glob(".forget_*.tmp"))
+    for folder in (stores.sessions, stores.markdown):
+        for where, _, names in os.walk(folder):  # a linked folder is not entered (followlinks=False)
+            found += [Path(where, n) for n in names if n.startswith(".forget_") and n.endswith(".tmp")]
+    for path in sorted(set(found)):
+        if observe is not None and not path.is_symlink():
+            observe("leftover temporary file", path)
+        path.unlink(missing_ok=True)
+    return found
+
+
 def forget(
     stores: Stores,
     key: str,
@@ -419,20 +437,21 @@ def forget(
     (some changes done, the rest not; run forget() again to finish) when a step of the plan fails.
     """
     if not isinstance(key, str) or not key.strip():
-        raise ForgetError(f"forget() needs the fact's key, e.g. 'home address'; got {key!r}. Nothing was changed.")
+        raise ForgetError(f"forget() needs the fact's key, e.g. 'home address'; got {shown(key)}. Nothing was changed.")
     if by not in ("lineage", "text"):
-        raise ForgetError(f"by must be 'lineage' or 'text'; got {by!r}. Nothing was changed.")
+        raise ForgetError(f"by must be 'lineage' or 'text'; got {shown(by)}. Nothing was changed.")
     _check_present(stores)
     # First, before any connection of ours opens the file: closing one would drop a lock taken through another SQLite.
     _no_lock_of_this_process(stores, busy_timeout)
     users = known_users(stores, busy_timeout)
     if user is not None and user not in users:
         raise UnknownUserError(
-            f"No store holds anything of user {user!r} (the stores hold: {', '.join(users) or 'nobody'}). "
+            f"No store holds anything of user {shown(user)} (the stores hold: {', '.join(users) or 'nobody'}). "
             "Nothing was changed. Check the user id."
         )
-    scope = "every user" if user is None else f"user {user!r}"
+    scope = "every user" if user is None else f"user {shown(user)}"
     interrupted = _read_plan(stores, user, key)
+    _remove_leftovers(stores, observe)
 
     def ours(owner: str | None) -> bool:
         return user is None or owner == user
@@ -482,7 +501,7 @@ def forget(
             stores.plan_file.unlink(missing_ok=True)
             return report
         raise NothingToForgetError(
-            f"No store holds a {key!r} for {scope}: no message, summary, state entry, vector row or markdown line "
+            f"No store holds a {shown(key)} for {scope}: no message, summary, state entry, vector row or markdown line "
             "states it. Nothing was changed."
         )
 
@@ -603,7 +622,7 @@ def forget(
                 stores.plan_file.unlink(missing_ok=True)
                 return report
             raise NothingToForgetError(
-                f"The values {values} of {key!r} for {scope} are stated nowhere forget() can remove them "
+                f"The values {values} of {shown(key)} for {scope} are stated nowhere forget() can remove them "
                 "(they are already gone). Nothing was changed."
             )
         free_pages = db.execute("PRAGMA freelist_count").fetchone()[0]

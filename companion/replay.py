@@ -438,18 +438,46 @@ def _worker(job: dict[str, Any], events: Any) -> None:
 
 
 def is_check_cell(source: str) -> bool:
-    """A "Check yourself" cell: code that asserts, or that shows a claims ledger (`ledger.report()`)."""
-    return bool(re.search(r"^\s*assert\b", source, re.MULTILINE)) or bool(re.search(r"\bledger\.report\(\)", source))
+    """A "Check yourself" cell: code that asserts, or that shows a claims ledger (`.report()`)."""
+    return bool(re.search(r"^\s*assert\b", source, re.MULTILINE)) or bool(re.search(r"\.report\(\)", source))
+
+
+VERDICT = re.compile(r"^([✓✗–]) ([CS]\d+): (.*) \((\d+) of (\d+) checks\)$")
+CHECK = re.compile(r"^([✓✗–]) \[([^\]]+)\] (.*)$")
+
+
+def read_claims(notebook: Any) -> dict[str, Any]:
+    """The claims ledgers an executed notebook showed (companion/support/ledger.py, text form): claims held, failed
+    and not checked, and each failed claim with its id, its words and the checks that failed under it."""
+    claims: dict[str, Any] = {"held": 0, "failed": 0, "not_checked": 0, "failures": []}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            plain = output.get("data", {}).get("text/plain", "")
+            if not re.match(r"^[^\n]*: \d+ of \d+ claims hold", plain):
+                continue
+            lines = plain.splitlines()
+            failed_checks = [m.groups() for m in map(CHECK.match, lines) if m and m.group(1) == "✗"]
+            for match in filter(None, map(VERDICT.match, lines)):
+                mark, ref, label = match.group(1), match.group(2), match.group(3)
+                key = {"✓": "held", "✗": "failed", "–": "not_checked"}[mark]
+                claims[key] += 1
+                if mark == "✗":
+                    under = [words for _, refs, words in failed_checks if ref in refs.split()]
+                    claims["failures"].append({"claim": ref, "words": label, "checks": under})
+    return claims
 
 
 def read_outcome(path: Path) -> dict[str, Any]:
-    """Check cells passed / failed / not run, and the failing cell (numbered as in the committed notebook, from 1)."""
+    """Check cells passed / failed / not run, the claims their ledgers decided, and the failing cell (numbered as in
+    the committed notebook, from 1)."""
     import nbformat
 
-    outcome: dict[str, Any] = {"passed": 0, "failed": 0, "not_run": 0, "failure": None, "cells": []}
+    outcome: dict[str, Any] = {"passed": 0, "failed": 0, "not_run": 0, "failure": None, "cells": [],
+                               "claims": {"held": 0, "failed": 0, "not_checked": 0, "failures": []}}
     if not path.exists():
         return outcome
     notebook = nbformat.read(path, as_version=4)
+    outcome["claims"] = read_claims(notebook)
     number = 0
     for cell in notebook.cells:
         tags = cell.metadata.get("tags", [])
@@ -596,13 +624,23 @@ def summarize(plans: list[Plan], results: dict[str, dict[str, Any]], out: Path) 
         if result["error"] and failure is None:
             error = result["error"]
             failure = {"cell": None, "id": None, "check": False, "first_line": "", "error": f"{error['ename']}: {error['evalue']}"}
-        if failure:
+        claims = outcome["claims"]
+        for failed in claims["failures"]:
+            checks = "; ".join(failed["checks"]) or "no check"
+            failures.append(f"{plan.name}: claim {failed['claim']} fails: {failed['words']} (failing: {checks})")
+        if failure and not (failure["check"] and claims["failures"]):
             where = f"cell {failure['cell']} ({'check cell' if failure['check'] else 'not a check cell'}, id {failure['id']}, " \
                     f"first line {failure['first_line']!r})" if failure["cell"] else "before any cell"
             failures.append(f"{plan.name}: {where}: {failure['error'].splitlines()[0] if failure['error'] else ''}")
+        decided = claims["held"] + claims["failed"] + claims["not_checked"]
         rows.append({
             "notebook": plan.name,
             "parameters": ", ".join(f"{k}={v!r}" for k, v in plan.given.items()) or "(defaults)",
+            "claims": f"{claims['held']}/{decided} hold" + (f", {claims['not_checked']} not checked"
+                                                            if claims["not_checked"] else ""),
+            "claims held": claims["held"],
+            "claims failed": claims["failed"],
+            "claims not checked": claims["not_checked"],
             "check cells passed": outcome["passed"],
             "check cells failed": outcome["failed"] + outcome["not_run"],
             "status": "passed" if not failure else ("check failed" if failure["check"] else "error"),
@@ -617,6 +655,11 @@ def summarize(plans: list[Plan], results: dict[str, dict[str, Any]], out: Path) 
 def total_row(rows: list[dict[str, Any]], wall: float) -> dict[str, Any]:
     return {
         "notebook": "total", "parameters": f"wall time {wall:.1f} s",
+        "claims": f"{sum(r['claims held'] for r in rows)}/"
+                  f"{sum(r['claims held'] + r['claims failed'] + r['claims not checked'] for r in rows)} hold",
+        "claims held": sum(r["claims held"] for r in rows),
+        "claims failed": sum(r["claims failed"] for r in rows),
+        "claims not checked": sum(r["claims not checked"] for r in rows),
         "check cells passed": sum(r["check cells passed"] for r in rows),
         "check cells failed": sum(r["check cells failed"] for r in rows),
         "status": "passed" if all(r["status"] == "passed" for r in rows) else "FAILED",
@@ -747,16 +790,17 @@ def _run_replay(plans: list[Plan], out: Path, args: argparse.Namespace, class_fi
               "notebooks": len(plans), "jobs": args.jobs, "wall seconds": round(wall, 1)}
     write_summary(out, rows, failures, header)
     print()
-    short = {"check cells passed": "checks passed", "check cells failed": "checks failed", "model calls": "calls",
-             "tokens received": "tokens back"}  # the terminal's table; summary.html and summary.json keep the full names
-    print(text_table([{short.get(k, k): v for k, v in row.items()} for row in rows], width=44))
+    short = {"model calls": "calls", "tokens received": "tokens back"}  # summary.html and .json keep the full names
+    shown = ("notebook", "parameters", "claims", "status", "seconds", "model calls", "tokens sent", "tokens received")
+    print(text_table([{short.get(k, k): row[k] for k in shown} for row in rows], width=44))
     print(f"\nSummary: {out / 'summary.html'}")
     if failures:
         print("\nFailed:", file=sys.stderr)
         for line in failures:
             print(f"  {line}", file=sys.stderr)
         return EXIT_FAILED, rows
-    print("Every check cell held.")
+    total = rows[-1]
+    print(f"No claim failed: {total['claims']} in {len(rows) - 1} notebook(s).")
     return EXIT_OK, rows
 
 

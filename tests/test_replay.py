@@ -250,7 +250,8 @@ def test_series_replay_with_the_sample_class_passes(series_replay):
     for name in names:
         assert (out / f"{name}.ipynb").is_file(), "the executed notebook is in the output folder"
         assert rows[name]["status"] == "passed" and rows[name]["check cells passed"] >= 1
-        assert rows[name]["check cells failed"] == 0
+        assert rows[name]["check cells failed"] == 0 and rows[name]["claims failed"] == 0
+        assert rows[name]["claims held"] >= 2 and rows[name]["claims"].startswith(f"{rows[name]['claims held']}/")
     assert rows["total"]["tokens sent"] == sum(rows[n]["tokens sent"] for n in names) > 0
     usage = [json.loads(line) for line in (out / "usage.jsonl").read_text().splitlines()]
     assert len(usage) == rows["total"]["model calls"], "the summary counts every logged call"
@@ -259,7 +260,8 @@ def test_series_replay_with_the_sample_class_passes(series_replay):
     injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
     assert "window_size = 8" in injected.source and "interactive = False" in injected.source
     assert "03_sliding_window.ipynb" in (out / "summary.html").read_text(), "the HTML summary links the notebooks"
-    assert "Every check cell held." in result.stdout and "tokens sent" in result.stdout
+    assert f"No claim failed: {rows['total']['claims']} in {len(names)} notebook(s)." in result.stdout
+    assert "tokens sent" in result.stdout
     changed = sorted(name for name, digest in digests(discover(NOTEBOOKS)).items() if before.get(name) != digest)
     assert not changed, f"the committed notebooks were only read (changed during the replay: {changed})"
 
@@ -289,6 +291,27 @@ def probe_notebook(path: Path) -> None:
     ])
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(notebook, path)
+
+
+def test_a_failed_claim_is_named_by_its_id_and_words(tmp_path):
+    from companion.replay import read_claims, summarize
+    from companion.support.ledger import Ledger
+
+    ledger = Ledger(claims={"C1": "the fact is gone from turn 5", "S1": "a window of w holds w/2 turns"})
+    ledger.check("C1", "turn 5's call lacks turn 1", evidence="it had it", holds=False)
+    ledger.check("S1", "at most w + 1 messages a call", evidence="[1, 3, 5, 7]", holds=True)
+    ledger.skip("S1", "the default window", reason="another backend")
+    executed = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("ledger.report()")])
+    executed.cells[0].outputs = [nbformat.v4.new_output("display_data", data={"text/plain": repr(ledger)})]
+    claims = read_claims(executed)
+    assert (claims["held"], claims["failed"], claims["not_checked"]) == (1, 1, 0)
+    assert claims["failures"] == [{"claim": "C1", "words": "the fact is gone from turn 5",
+                                   "checks": ["turn 5's call lacks turn 1"]}]
+    nbformat.write(executed, tmp_path / "97_probe.ipynb")
+    plan = type("Plan", (), {"name": "97_probe", "source": tmp_path / "97_probe.ipynb", "given": {}})()
+    rows, failures = summarize([plan], {"97_probe": {"seconds": 1.0, "error": None}}, tmp_path)
+    assert rows[0]["claims"] == "1/2 hold"
+    assert failures == ["97_probe: claim C1 fails: the fact is gone from turn 5 (failing: turn 5's call lacks turn 1)"]
 
 
 def test_a_broken_check_is_named_and_fails_the_run(tmp_path):

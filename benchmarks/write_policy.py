@@ -1,4 +1,4 @@
-"""How long the write policy of notebook 10 takes on large inputs (issue 19, item 1).
+"""How long the write policy of notebook 11 takes on large inputs (issue 19, item 1).
 
 Run: .venv/bin/python benchmarks/write_policy.py
 Target: any 1 MB input decided well under 1 s, with a reason of bounded length. Before the fix, `WritePolicy.judge`

@@ -94,7 +94,7 @@ EXPECTED_SECONDS = {
     "tests/test_replay.py::shared": 150,  # the whole series on the local Bedrock path, second voice
     "tests/test_offline_install.py::shared": 60,  # a venv built from the wheel folder, notebook 00 run in it
     "tests/test_book.py::shared": 50,
-    "tests/test_exercises_11.py::test_exercises_1_to_4": 35,
+    "tests/test_exercises_12.py::test_exercises_1_to_4": 35,
     "tests/test_notebooks_papermill.py::test_replay_with_other_parameters[pm_06]": 35,
     "tests/test_replay.py::test_sigterm": 30,
     "tests/test_replay.py::test_interrupting": 30,

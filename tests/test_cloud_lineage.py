@@ -1,4 +1,4 @@
-"""Lineage in notebook 11's cloud stores (issue 18): every DynamoDB item names where its memory came from, a restated
+"""Lineage in notebook 12's cloud stores (issue 18): every DynamoDB item names where its memory came from, a restated
 text keeps every lineage, search returns them; AgentCore Memory's events carry the lineage in their `metadata`, and its
 strategies pass it on to their records, each request checked against botocore's service models (Stubber for the shapes,
 and `request_problems` for the whole input shape at every depth, with the lengths, patterns and enums that Stubber's
@@ -207,7 +207,7 @@ def test_an_event_carries_its_lineage_in_metadata_within_the_models_limits():
 
 
 def test_request_problems_finds_what_the_model_refuses_at_any_depth():
-    """The checker notebook 11 uses: a misspelled nested member, a lower-case role (not in the enum), a metadata key
+    """The checker notebook 12 uses: a misspelled nested member, a lower-case role (not in the enum), a metadata key
     over 128 characters and a value with a comma are each named; the well-formed request has none."""
     request = agentcore_memory.create_event_request("workbook11-abcdefghij", "pin", "pin-memory",
                                                     [("USER", "Lisbon."), ("ASSISTANT", "Noted.")], WHEN, turn_origin())

@@ -1,4 +1,4 @@
-"""Consolidation (notebook 12): what the job must never do, and what it must always keep.
+"""Consolidation (notebook 13): what the job must never do, and what it must always keep.
 
 The job merges near-duplicate memories, resolves a changed value by recency and summarises clusters with the model.
 These tests fail if it merges two different facts, lets an older value win, loses an ended record or its lineage,

@@ -1,5 +1,7 @@
-"""Notebook 12's exercises, replayed with their solutions: the notebook's claims ledger must still hold, and each
-exercise must show the difference from the baseline (the committed run) that it promises."""
+"""Notebook 12's exercises, replayed: the parameter changes of exercises 1 to 3 in one papermill run (their checks
+hold together), the code of exercise 4 executed after it (its LockTimeout timed); a second endpoint refused while the
+notebook's runs; and a bad parameter (or an S3 bucket or DynamoDB table name AWS would refuse) stops the notebook
+before anything is created."""
 
 from __future__ import annotations
 
@@ -7,83 +9,69 @@ import re
 from pathlib import Path
 
 import nbformat
+import notebook_runs
 import papermill
 import pytest
+from notebook_runs import NOTEBOOKS, checks_held, solution_code
 
-from tests.notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run, solution_code
-
-NAME = "12_learning_from_experience.ipynb"
-LINE = re.compile(r"^repeated mistakes: (\d+)/(\d+) without recall, (\d+)/(\d+) with recall at .*$", re.MULTILINE)
+NAME = "12_sessions_at_scale.ipynb"
 
 
-EPISODES = re.compile(r"^episodes injected into the recall run's calls: (\d+)$", re.MULTILINE)
+def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbformat.NotebookNode:
+    return notebook_runs.run(NAME, tmp_path, parameters, extra_cells)
 
 
-def episodes_injected(notebook: nbformat.NotebookNode) -> int:
-    """Episodes the recall run's calls received in all, from the line under the first table."""
-    return int(EPISODES.search(printed(notebook)).group(1))
+def printed(notebook: nbformat.NotebookNode) -> str:
+    return notebook_runs.printed(notebook, plain=True)
 
 
-def committed() -> nbformat.NotebookNode:
-    return nbformat.read(NOTEBOOKS / NAME, as_version=4)
+def test_exercises_1_to_4(tmp_path, workspace_root):
+    (lock_code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
+    result = run(tmp_path, {"workspace": "ex_11a", "users": 80, "turns": 3, "writers": 3, "workers": 1}, [
+        "assert (back.sessions, back.messages, back.foreign_tags) == (80, 480, 0)",
+        "assert [row['turns lost'] for row in lost_rows] == [2, 0] and lost_rows[0]['writer prompts in S3'] == 1",
+        "assert lost_rows[0]['messages in S3'] == 2 + 2  # the seeded turn, and two of the six new messages",
+        lock_code,
+    ])
+    text = printed(result)
+    assert checks_held(result)
+    assert "PutObject: 720 = 2 per turn x 240 turns + 240" in text
+    assert "in the order they got the lock: [2, 4, 6]" in text
+    timed = re.search(r"LockTimeout after (\d+\.\d) s: writer-b: the lock locks/stuck.lock was still held after 1 s", text)
+    assert timed, text[-2000:]
+    assert 1.0 <= float(timed.group(1)) < 2.5, "about a second: the 1 s wait, not the default 30 s"
 
 
-def repeats(notebook: nbformat.NotebookNode) -> tuple[int, int]:
-    """(repeated mistakes without recall, with recall), from the line under the first table."""
-    k0, _, k1, _ = LINE.search(printed(notebook)).groups()
-    return int(k0), int(k1)
+def test_exercise_4_is_refused_while_the_notebooks_endpoint_runs(tmp_path, workspace_root):
+    """Pasted before Check yourself (the notebook's endpoint still running), the solution stops with a clear message
+    instead of starting a second endpoint, which would empty the notebook's bucket."""
+    (lock_code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
+    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
+    check = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown" and c.source.startswith("## Check yourself"))
+    notebook.cells = notebook.cells[:check]
+    notebook.cells += [nbformat.v4.new_code_cell(source) for source in (
+        "from companion.sessions.local_aws import EndpointError\n"
+        "try:\n" + "".join("    " + line + "\n" for line in lock_code.splitlines()) +
+        "except EndpointError as error:\n    print('refused:', error)",
+        "print('objects still in the bucket:', len(objects_with_sizes(s3, bucket)))",
+    )]
+    source = tmp_path / ("cut_" + NAME)
+    nbformat.write(notebook, source)
+    papermill.execute_notebook(str(source), str(tmp_path / NAME), parameters={"backend": "offline", "workspace": "ex_11c",
+                               "users": 3, "turns": 2}, kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False,
+                               execution_timeout=300)
+    text = printed(nbformat.read(tmp_path / NAME, as_version=4))
+    assert "refused: a local endpoint is already running in this process at http://127.0.0.1:" in text
+    kept = int(re.search(r"objects still in the bucket: (\d+)", text).group(1))
+    assert kept >= 2 * 3 * 2, "the notebook's sessions are still there"
 
 
-def recall_row(notebook: nbformat.NotebookNode) -> str:
-    """The text form of the measured table's recall row."""
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            plain = output.get("data", {}).get("text/plain", "")
-            if plain.lstrip().startswith("first mistakes"):
-                return next(line for line in plain.splitlines() if line.startswith("episodic recall"))
-    raise LookupError("no measured table")
-
-
-def only_own_workspace(workspace_root: Path, name: str) -> None:
-    assert sorted(p.name for p in workspace_root.iterdir()) == [name], "it wrote only inside its own workspace"
-
-
-def test_exercise_1_a_stricter_threshold(tmp_path, workspace_root):
-    executed = run(NAME, tmp_path, {"workspace": "ex_12a", "min_similarity": 0.9})
-    assert checks_held(executed), ledger_text(executed)
-    baseline, stricter = repeats(committed()), repeats(executed)
-    assert stricter[0] == baseline[0], "without recall nothing changes"
-    assert stricter[1] > baseline[1], "more repeated mistakes with recall"
-    assert episodes_injected(executed) < episodes_injected(committed()), "fewer episodes injected"
-    assert "0/12 = 0%" in recall_row(executed), "no wrong answer where the data was right"
-    only_own_workspace(workspace_root, "ex_12a")
-
-
-def test_exercise_2_two_episodes_per_call(tmp_path, workspace_root):
-    executed = run(NAME, tmp_path, {"workspace": "ex_12b", "recall_k": 2})
-    assert checks_held(executed), ledger_text(executed)
-    baseline, two = repeats(committed()), repeats(executed)
-    assert two[1] > baseline[1], "repeated mistakes come back"
-    assert episodes_injected(executed) > episodes_injected(committed()), "more episodes injected"
-    borrowed = [int(re.findall(r"(\d+)/\d+ = ", recall_row(nb))[2]) for nb in (committed(), executed)]
-    assert borrowed[1] > borrowed[0], "more wrong answers where the data was right"
-    only_own_workspace(workspace_root, "ex_12b")
-
-
-def test_exercise_3_solution_code_runs_in_the_notebook(tmp_path, workspace_root):
-    blocks = solution_code(committed())
-    assert len(blocks) == 1
-    executed = run(NAME, tmp_path, {"workspace": "ex_12c"}, blocks)
-    assert checks_held(executed), ledger_text(executed)
-    text = printed(executed)
-    assert "stored: ['Always answer in metric units.', 'Always include the ticket number.']" in text
-    session_4 = next(line for line in text.splitlines() if line.startswith("session 4: "))
-    assert "11 am" in session_4 and "4.6 m" in session_4 and "OPS-7002" in session_4
-    assert "-> ada answers 'no'" in text
-    only_own_workspace(workspace_root, "ex_12c")
-
-
-def test_the_same_person_as_owner_and_other_participant_is_refused(tmp_path, workspace_root):
-    with pytest.raises(papermill.PapermillExecutionError, match="owner and other_participant must differ"):
-        run(NAME, tmp_path, {"workspace": "ex_12d", "owner": "ada", "other_participant": "ada"})
-    assert not (workspace_root / "ex_12d").exists(), "nothing is created before the parameters are checked"
+@pytest.mark.parametrize(("parameters", "message"), [
+    ({"endpoint": "aws"}, "bucket must be a name of your own"),
+    ({"bucket": "Bad_Bucket/../x"}, "bucket must be an S3 bucket name"),
+    ({"memory_table": "t!"}, "memory_table must be a DynamoDB table name"),
+])
+def test_a_bad_parameter_stops_before_anything_is_created(tmp_path, workspace_root, parameters, message):
+    with pytest.raises(papermill.PapermillExecutionError, match=re.escape(message)):
+        run(tmp_path, {"workspace": "ex_11b", **parameters})
+    assert not (workspace_root / "ex_11b").exists()

@@ -1,4 +1,4 @@
-"""The local AWS endpoint of notebook 11 and the companion code that runs on it: loopback only, stopped without
+"""The local AWS endpoint of notebook 12 and the companion code that runs on it: loopback only, stopped without
 leftovers, failures bounded; the calls that only real AWS answers (DynamoDB SearchVectors, AgentCore Memory) checked
 against botocore's service models with Stubber."""
 
@@ -280,7 +280,7 @@ def test_agentcore_memory_calls_match_the_service_models():
     when = datetime(2026, 1, 1, tzinfo=UTC)
     expected_memory = {
         "name": "workbook_11",
-        "description": "Workbook notebook 11: facts, preferences and session summaries per user.",
+        "description": "Workbook notebook 12: facts, preferences and session summaries per user.",
         "eventExpiryDuration": 30,
         "memoryStrategies": [
             {"semanticMemoryStrategy": {"name": "facts", "namespaces": ["/users/{actorId}/facts"],

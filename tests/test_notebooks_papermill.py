@@ -67,18 +67,18 @@ REPLAYS = [
         "noor forgets the home address 'Calle Añil 3'; tomas's is 'Rua do Sol 9'",
     ),
     (
-        "10_memory_you_can_trust.ipynb",
+        "11_memory_you_can_trust.ipynb",
         {"workspace": "pm_10", "owner": "grace", "attacker": "eve", "min_grounding": 0.6, "confirm_sensitive": False,
          "max_entries": 2},
         "memory owner: grace; another participant: eve; policy: min_grounding=0.6, confirm_sensitive=False",
     ),
     (
-        "11_sessions_at_scale.ipynb",
+        "12_sessions_at_scale.ipynb",
         {"workspace": "pm_11", "users": 7, "turns": 4, "workers": 3, "writers": 4, "bucket": "pm-11-sessions"},
         "in the order they got the lock: [2, 4, 6, 8]",
     ),
     (
-        "12_learning_from_experience.ipynb",
+        "13_learning_from_experience.ipynb",
         {"workspace": "pm_12", "owner": "grace", "other_participant": "eve", "recall_k": 2},
         "up to 2 per call; procedures: owner grace, another participant eve",
     ),

@@ -1,4 +1,4 @@
-"""The designed write policy on the offline model's two voices (notebook 10, "The same policy on the offline model's two
+"""The designed write policy on the offline model's two voices (notebook 11, "The same policy on the offline model's two
 voices"): both labelled sets, both write paths.
 
 The paraphrase voice makes the same ``add_memory`` calls and restates extracted facts as "User's KEY = VALUE" in the

@@ -67,7 +67,7 @@ def test_the_owners_instruction_is_confirmed_before_it_is_written(tmp_path, answ
     assert store.texts() == stored
     audit = read_audit(tmp_path / "audit.jsonl")
     assert [(r["action"], r["rule"]) for r in audit] == [("confirm", "procedure")]
-    assert "notebook 10's policy alone" in audit[0]["reason"]
+    assert "notebook 11's policy alone" in audit[0]["reason"]
 
 
 def test_without_a_confirmer_the_agent_pauses_and_resumes_with_the_owners_answer(tmp_path):

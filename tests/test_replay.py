@@ -360,13 +360,13 @@ def kernels_under(pid: int) -> list[psutil.Process]:
 
 
 def test_interrupting_a_replay_leaves_the_committed_notebooks_untouched(tmp_path):
-    # 11 runs for most of a minute on any machine: the signal always lands while a kernel is executing cells (with 07,
+    # 12 runs for most of a minute on any machine: the signal always lands while a kernel is executing cells (with 07,
     # which takes 10 s on an idle machine, a busy CI machine once saw both notebooks finish before the signal)
-    chosen = [NOTEBOOKS / "01_restart_test.ipynb", NOTEBOOKS / "11_sessions_at_scale.ipynb"]
+    chosen = [NOTEBOOKS / "01_restart_test.ipynb", NOTEBOOKS / "12_sessions_at_scale.ipynb"]
     before = digests(chosen)
     out = tmp_path / "out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "companion.replay", "--no-progress", "01", "11", "--class", str(SAMPLE), "--out", str(out)],
+        [sys.executable, "-m", "companion.replay", "--no-progress", "01", "12", "--class", str(SAMPLE), "--out", str(out)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
@@ -390,13 +390,13 @@ def test_interrupting_a_replay_leaves_the_committed_notebooks_untouched(tmp_path
 def test_sigterm_to_the_replay_stops_its_workers_and_kernels(tmp_path):
     """SIGTERM (a closed terminal, `kill`, a CI job cancelled) is handled like Ctrl-C: exit status 143 and no worker
     or kernel left behind (before, the leader died at once and left both running)."""
-    # 11 runs for most of a minute on any machine: the signal always lands while a kernel is executing cells (with 07,
+    # 12 runs for most of a minute on any machine: the signal always lands while a kernel is executing cells (with 07,
     # which takes 10 s on an idle machine, a busy CI machine once saw both notebooks finish before the signal)
-    chosen = [NOTEBOOKS / "01_restart_test.ipynb", NOTEBOOKS / "11_sessions_at_scale.ipynb"]
+    chosen = [NOTEBOOKS / "01_restart_test.ipynb", NOTEBOOKS / "12_sessions_at_scale.ipynb"]
     before = digests(chosen)
     out = tmp_path / "out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "companion.replay", "--no-progress", "01", "11", "--class", str(SAMPLE), "--out", str(out)],
+        [sys.executable, "-m", "companion.replay", "--no-progress", "01", "12", "--class", str(SAMPLE), "--out", str(out)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120

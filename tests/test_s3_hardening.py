@@ -1,4 +1,4 @@
-"""Notebook 11's companion under bad input (issue 19, items 2, 3, 5 and 9): bad and taken ports fail at once with the
+"""Notebook 12's companion under bad input (issue 19, items 2, 3, 5 and 9): bad and taken ports fail at once with the
 port and what holds it; one local endpoint per process, so a second start cannot empty the first one's buckets; session
 ids checked on every S3 path, not only in run_phase."""
 

@@ -1,4 +1,4 @@
-"""Notebook 11's S3-vs-disk check compares every field but the ones that legitimately differ (issue 23): a reply whose
+"""Notebook 12's S3-vs-disk check compares every field but the ones that legitimately differ (issue 23): a reply whose
 usage was changed in S3 fails the ledger, while a reply that gained timeToFirstByteMs (what the SDK adds when it
 measured 1 ms or more to the first chunk, on a busy machine) still holds."""
 
@@ -9,7 +9,7 @@ import papermill
 import pytest
 from notebook_runs import NOTEBOOKS, checks_held, ledger_text
 
-NAME = "11_sessions_at_scale.ipynb"
+NAME = "12_sessions_at_scale.ipynb"
 KEY = "session_restart-demo/agents/agent_default/messages/message_1.json"
 
 

@@ -1,4 +1,4 @@
-"""The write policy of notebook 10 (companion/memory/write_policy.py) and the poisoning run (companion/measure/poisoning_eval.py).
+"""The write policy of notebook 11 (companion/memory/write_policy.py) and the poisoning run (companion/measure/poisoning_eval.py).
 
 The attack shapes below are not in data/poisoning/tuning.jsonl: they are regression cases, each stored without the
 guard (so it is a real attack on this agent) and kept out of the store with it (refused, or asked and declined). The

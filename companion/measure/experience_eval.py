@@ -1,4 +1,4 @@
-"""Measuring episodic memory on a scripted set of recurring tasks (notebook 12).
+"""Measuring episodic memory on a scripted set of recurring tasks (notebook 13).
 
 The set (data/experience/tasks.jsonl, described in its README) is a few kinds of task ("families") that recur over
 four sessions, each time with other words. In most families the data the user brings along (a runbook line, a

@@ -1,5 +1,5 @@
 """Memory poisoning, measured: a labelled set of attacks and look-alike benign memories, run through an agent with and
-without the write policy of `companion.memory.write_policy` (notebook 10).
+without the write policy of `companion.memory.write_policy` (notebook 11).
 
 Each case is one line of a JSON Lines set in ``data/poisoning/``: ``tuning.jsonl`` (the cases the rules were written
 against) or ``heldout.jsonl`` (written later, blind to the rules, and frozen before any rule changed). A case is a text

@@ -59,7 +59,7 @@ def create_memory_request(name: str, *, expiry_days: int = 30) -> dict[str, Any]
     events' lineage on to its records (`RECORD_LINEAGE`)."""
     return {
         "name": name,
-        "description": "Workbook notebook 11: facts, preferences and session summaries per user.",
+        "description": "Workbook notebook 12: facts, preferences and session summaries per user.",
         "eventExpiryDuration": expiry_days,
         "memoryStrategies": [
             {"semanticMemoryStrategy": {"name": "facts", "namespaces": ["/users/{actorId}/facts"],

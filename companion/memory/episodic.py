@@ -1,4 +1,4 @@
-"""Episodic memory: what happened last time in a similar situation, and how it ended (notebook 12).
+"""Episodic memory: what happened last time in a similar situation, and how it ended (notebook 13).
 
 An episode is one task as it happened: the situation (what the user asked, with what they brought along), what the
 agent did (its reply), the outcome (right or wrong, as the user judged it) and the user's feedback in their own words.

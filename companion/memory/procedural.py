@@ -1,4 +1,4 @@
-"""Procedural memory: how the user wants things done, learned from their corrections (notebook 12).
+"""Procedural memory: how the user wants things done, learned from their corrections (notebook 13).
 
 A correction such as "always answer in metric units" is not a fact about the user: it is an instruction to the agent,
 meant for every later session. This module keeps such instructions and guards how they get in:
@@ -9,7 +9,7 @@ meant for every later session. This module keeps such instructions and guards ho
 - `with_procedures` renders the base system prompt with the stored procedures under one heading; a hook on
   ``BeforeInvocationEvent`` sets ``agent.system_prompt`` to it before every invocation (rebuilt from the base prompt
   each time, so nothing accumulates).
-- `ProcedureWriteGuard` is notebook 10's `MemoryWriteGuard` configured for instructions: the policy's structural rules
+- `ProcedureWriteGuard` is notebook 11's `MemoryWriteGuard` configured for instructions: the policy's structural rules
   (input, speaker, provenance) still refuse, and every entry that passes them asks the owner, whatever the wording
   rules said, because a procedure is an instruction by design. `companion.memory.write_policy` is used as it is.
 - `PromptRecordingModel` records the system prompt each model call received, so the instructions can be diffed over
@@ -110,7 +110,7 @@ def procedure_prompt(decisions: Sequence[Decision]) -> str:
 
 @dataclass
 class ProcedureWriteGuard(MemoryWriteGuard):
-    """`MemoryWriteGuard` for procedures: structural refusals as in notebook 10, then the owner confirms every entry.
+    """`MemoryWriteGuard` for procedures: structural refusals as in notebook 11, then the owner confirms every entry.
 
     Each decision is recorded (and appended to the audit file) with rule "procedure" and, in its reason, what notebook
     10's policy alone decided for the entry.
@@ -136,7 +136,7 @@ class ProcedureWriteGuard(MemoryWriteGuard):
             judged = self.policy.judge_all(entries, owner_turn_text(event.agent.messages), speaker)
             decisions = [d if d.action == "deny" and d.rule in STRUCTURAL_RULES else
                          Decision(d.entry, "confirm", "procedure",
-                                  f"an instruction to the agent (notebook 10's policy alone: {d.action}, rule {d.rule})")
+                                  f"an instruction to the agent (notebook 11's policy alone: {d.action}, rule {d.rule})")
                          for d in judged]
         self._record(decisions, speaker, event.tool_use.get("toolUseId"))
         refused = [d for d in decisions if d.action == "deny"]

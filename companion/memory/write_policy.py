@@ -1,4 +1,4 @@
-"""A write policy for long-term memory, enforced on the SDK's own control points (notebook 10).
+"""A write policy for long-term memory, enforced on the SDK's own control points (notebook 11).
 
 Memories are injected into later prompts, so whatever reaches the memory-writing tool can steer a later, unrelated
 session. This module decides what may be written and wires that decision into strands-agents 1.62.0:
@@ -26,7 +26,7 @@ session. This module decides what may be written and wires that decision into st
   only) has no words to ground an entry on.
   Rules 0-2 are structural (who said it, where its words came from) and always refuse. Rules 3-5 read wording only:
   they cannot know what a sentence means, so they ask the owner (``wording="ask"``, the default) instead of refusing
-  (``wording="deny"``, this policy's first version, kept for comparison in notebook 10).
+  (``wording="deny"``, this policy's first version, kept for comparison in notebook 11).
 - `MemoryWriteGuard` is an `InterventionHandler` (``strands.interventions``) on the ``add_memory`` tool: it returns
   ``Deny`` or ``Confirm`` from ``before_tool_call`` and appends every decision to a JSON Lines audit file, with what it
   was made from (`entry_sources`: who said the turn, the owner's turn, the tool call that asked, and the messages that
@@ -708,7 +708,7 @@ RULE_EXAMPLES: list[dict[str, Any]] = [
     {"rule": "-", "refuses": "(an ordinary fact the user states about themselves passes)",
      "entry": "The user's deploy day is Tuesday.", "said": "Please remember that my deploy day is Tuesday.", "speaker": "{owner}"},
 ]
-"""One example per rule, for notebook 10's table: `policy.judge(entry, said, speaker)` decides each."""
+"""One example per rule, for notebook 11's table: `policy.judge(entry, said, speaker)` decides each."""
 
 
 def read_audit(path: str | Path) -> list[dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Style instructions the offline model follows when its system prompt carries them, as data.
 
-Procedural memory (notebook 12) turns a user's correction ("answer in metric units") into an instruction that a hook
+Procedural memory (notebook 13) turns a user's correction ("answer in metric units") into an instruction that a hook
 puts into the agent's system prompt. A real model follows such an instruction on its own; the offline model follows
 the small, listed set of :data:`STYLE_RULES` below, so the effect of a learned procedure is visible offline, in both
 voices. A rule applies only when the system prompt of the call carries its instruction (its `pattern` matches the

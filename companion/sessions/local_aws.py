@@ -1,6 +1,6 @@
 """A local AWS-compatible endpoint on 127.0.0.1 (moto's server, in a thread), and the clients that talk to it or to AWS.
 
-Notebook 11 and its tests start the endpoint, use it and stop it, all in one process:
+Notebook 12 and its tests start the endpoint, use it and stop it, all in one process:
 
     with LocalEndpoint() as local:
         s3 = make_client("s3", local)      # fake credentials, endpoint http://127.0.0.1:<port>

@@ -1,7 +1,7 @@
 """Sessions in S3 with the SDK's `S3SessionManager`: one process's phase, the objects of a session, a lock that S3
 itself provides (a conditional write), and a turn that is either stored whole or not at all.
 
-Notebook 11 prints :func:`phase`, :func:`s3_turn_lock` and :func:`guarded_turn`, because those lines are the lesson.
+Notebook 12 prints :func:`phase`, :func:`s3_turn_lock` and :func:`guarded_turn`, because those lines are the lesson.
 """
 
 from __future__ import annotations

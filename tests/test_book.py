@@ -95,6 +95,13 @@ def test_every_notebook_is_a_page_linked_from_the_series_map(book):
         assert title.split(":")[0] in page.read_text(encoding="utf-8"), f"{page.name} does not show its title {title!r}"
 
 
+def test_every_guide_in_docs_is_a_page_linked_from_the_landing_page(book):
+    index = parse(book / "index.html")
+    for path in build_book.doc_pages():
+        assert (book / "docs" / f"{path.stem}.html").exists(), f"docs/{path.name} has no page in the book"
+        assert f"docs/{path.stem}.html" in index.links, f"the landing page does not link docs/{path.name}"
+
+
 def staged(book: Path, path: Path) -> dict:
     """The copy of the notebook that the book was built from (the same as the committed one, plus widget notes)."""
     return json.loads((book.parent / "src" / path.name).read_text(encoding="utf-8"))

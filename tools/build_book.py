@@ -32,6 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 CONF_DIR = REPO_ROOT / "book"
+DOCS_DIR = REPO_ROOT / "docs"
 DEFAULT_OUT = REPO_ROOT / "build" / "book"
 
 FIGURE_CAPTION = "figure_caption"  # companion.support.figures.CAPTION_KEY (tools/ does not import the companion)
@@ -134,8 +135,18 @@ def split_figures(cell: dict) -> list[dict]:
     return staged
 
 
-def landing_page(entries: list[tuple[str, str, str, bool]]) -> str:
-    """index.md: the series map (a table linking every notebook, with its claim) and the hidden toctree."""
+def doc_pages() -> list[Path]:
+    """The guides in docs/ (set-up, the offline model, Bedrock, testing, ...), which the book shows after the series."""
+    return sorted(DOCS_DIR.glob("*.md"))
+
+
+def doc_title(path: Path) -> str:
+    first = next((line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("# ")), path.stem)
+    return first.lstrip("# ").strip()
+
+
+def landing_page(entries: list[tuple[str, str, str, bool]], docs: list[Path] | None = None) -> str:
+    """index.md: the series map (a table linking every notebook, with its claim), the guides, and the toctrees."""
     lines = [
         "# Agent memory with Strands: the workbook",
         "",
@@ -162,6 +173,12 @@ def landing_page(entries: list[tuple[str, str, str, bool]]) -> str:
     lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ""]
     lines += [stem for stem, *_ in entries]
     lines += ["```", ""]
+    if docs:
+        lines += ["## Guides", ""]
+        lines += [f"- [{doc_title(path)}](docs/{path.name})" for path in docs]
+        lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Guides", ""]
+        lines += [f"docs/{path.stem}" for path in docs]
+        lines += ["```", ""]
     return "\n".join(lines)
 
 
@@ -190,13 +207,23 @@ def stage(src: Path) -> list[tuple[str, str, str, bool]]:
                 note_id = f"book-note-{cell.get('id', len(cells))}"
                 cells.append({"cell_type": "markdown", "id": note_id, "metadata": {}, "source": WIDGET_NOTE})
             cells.extend(split_figures(cell))
+        for cell in cells:  # a notebook's link to a guide, ../docs/x.md, points into the book's own docs/
+            if cell.get("cell_type") == "markdown":
+                cell["source"] = _text(cell["source"]).replace("](../docs/", "](docs/")
         notebook["cells"] = cells
         write_if_changed(src / f"{stem}.ipynb", json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
         entries.append((stem, title or stem, claim, has_widget))
     for stale in src.glob("*.ipynb"):
         if stale.stem not in loaded:
             stale.unlink()
-    write_if_changed(src / "index.md", landing_page(entries))
+    docs = doc_pages()
+    (src / "docs").mkdir(exist_ok=True)
+    for path in docs:
+        write_if_changed(src / "docs" / path.name, path.read_text(encoding="utf-8"))
+    for stale in (src / "docs").glob("*.md"):
+        if not (DOCS_DIR / stale.name).is_file():
+            stale.unlink()
+    write_if_changed(src / "index.md", landing_page(entries, docs))
     return entries
 
 

@@ -1,62 +1,78 @@
-"""Notebook 04's exercises, replayed: each solution's code runs in a new cell after "Check yourself" and prints the
-difference from the baseline that the exercise promises; re-running the checks afterwards still holds (the solutions
-use names of their own); bad parameters stop it with a reason; the smallest accepted values keep the checks."""
+"""Notebook 04's exercises, replayed: one run with exercise 3's parameters, the solutions of 1 and 2 appended (they
+build agents of their own, with no session, and read nothing the notebook's checks read), then "Check yourself" again;
+the refusals on their own runs, which stop at the setup cell."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, solution_code
+from notebook_runs import checks_held, ledger_text, printed, run_once, solution_code
 
 NAME = "04_state_manifest.ipynb"
 
 
-def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbformat.NotebookNode:
-    return notebook_runs.run(NAME, tmp_path, parameters, extra_cells)
-
-
-def check_cells() -> list[str]:
-    """The code cells of "Check yourself", to run again after the exercises."""
-    cells = nbformat.read(NOTEBOOKS / NAME, as_version=4).cells
+def check_cell() -> str:
+    """The code cell of "Check yourself", to run again after the exercises."""
+    cells = nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4).cells
     start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Check yourself"))
-    end = next(i for i in range(start + 1, len(cells)) if cells[i].cell_type == "markdown")
-    return [c.source for c in cells[start + 1 : end]]
+    (cell,) = [c.source for c in cells[start + 1:] if c.cell_type == "code"][:1]
+    return cell
 
 
-def test_code_exercises_1_to_3(tmp_path, workspace_root):
-    plan, append, note = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
-    notebook = run(tmp_path, {"workspace": "ex_04a"}, [plan, append, note, *check_cells()])
-    text = printed(notebook)
-    assert checks_held(notebook), ledger_text(notebook)
-    assert ledger_text(notebook).count("21 of 21 claims hold") == 2, "the checks hold again after the exercises"
-    # 1: the answer comes from the manifest; without the hook the same state gives none
+@pytest.fixture(scope="module")
+def exercises_run(tmp_path_factory):
+    solutions = solution_code(nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4))
+    assert len(solutions) == 2, "the solutions of exercises 1 and 2"
+    notebook, _ = run_once(tmp_path_factory, NAME, {"window_size": 4, "turns": 9}, [*solutions, check_cell()])
+    return notebook
+
+
+def test_exercise_1_a_fact_no_message_said(exercises_run):
+    text = printed(exercises_run)
     assert "without the hook: I cannot see your plan in this conversation." in text
-    assert "with the hook   : Your plan is pro." in text
-    # 2: one manifest per invocation, a surcharge that grows every turn against the rebuilding hook's fixed one
-    assert "manifests at the end: 7" in text
-    growth = [int(n) for n in re.search(r"appending :\s*\[([^\]]*)\]", text).group(1).split(",")]
-    fixed = [int(n) for n in re.search(r"rebuilding:\s*\[([^\]]*)\]", text).group(1).split(",")]
-    assert fixed == [12] * 7, fixed
-    assert all(11 <= b - a <= 12 for a, b in zip(growth, growth[1:])), growth  # about manifest_tokens more each turn
-    assert growth[0] == 12, growth
-    assert re.search(r"last reply: .*ORION", text)
-    # 3: the note costs about 500 input tokens more than the codename alone, and the answer stays
+    assert "with the hook: Your plan is pro." in text
+
+
+def test_exercise_2_everything_in_the_state_rides_on_every_call(exercises_run):
+    text = printed(exercises_run)
     lean, bulky = map(int, re.search(r"input tokens: (\d+) with the codename alone, (\d+) with the note", text).groups())
     assert 495 <= bulky - lean <= 510, (lean, bulky)
     assert "replies: Your codename is ORION. / Your codename is ORION." in text
 
 
+def test_exercise_3_a_smaller_window(exercises_run):
+    ledger = " ".join(ledger_text(exercises_run).split())  # the evidence lines, unwrapped
+    assert checks_held(exercises_run), ledger
+    assert "without [1, 2, 3], with [1, 2, 3]" in ledger
+    assert "calls of turns 4-9; turns whose call carries it: none" in ledger
+    assert "reply: 'Your codename is ORION.'; turn 1 among the last call's messages: False" in ledger
+
+
+def test_the_checks_hold_again_after_the_exercises(exercises_run):
+    headlines = re.findall(r"^Check yourself: .*$", ledger_text(exercises_run), re.MULTILINE)
+    assert len(headlines) == 2 and all("FAIL" not in h and "not checked" not in h for h in headlines), headlines
+
+
+def test_odd_window_is_refused_before_the_workspace_is_reset(tmp_path, workspace_root):
+    (workspace_root / "ex_04b").mkdir()
+    (workspace_root / "ex_04b" / "keep.txt").write_text("keep")
+    with pytest.raises(papermill.PapermillExecutionError, match="window_size must be an even number"):
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_04b", "window_size": 3})
+    assert (workspace_root / "ex_04b" / "keep.txt").read_text() == "keep"
+
+
+def test_a_base_prompt_that_states_the_codename_is_refused(tmp_path, workspace_root):
+    with pytest.raises(papermill.PapermillExecutionError, match="base_prompt must not contain the codename"):
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_04c", "base_prompt": "Your codename is ORION."})
+    assert not (workspace_root / "ex_04c").exists()
+
+
 @pytest.mark.parametrize("window_size, turns", [(2, 2), (2, 4)])
 def test_smallest_accepted_values_keep_the_checks(tmp_path, workspace_root, window_size, turns):
-    notebook = run(tmp_path, {"workspace": f"ex_04_{window_size}_{turns}", "window_size": window_size, "turns": turns})
+    notebook = notebook_runs.run(NAME, tmp_path, {"workspace": f"ex_04_{window_size}_{turns}",
+                                                  "window_size": window_size, "turns": turns})
     assert checks_held(notebook), ledger_text(notebook)
-
-
-def test_odd_window_is_refused_with_a_reason(tmp_path, workspace_root):
-    with pytest.raises(papermill.PapermillExecutionError, match="window_size must be an even number"):
-        run(tmp_path, {"workspace": "ex_04b", "window_size": 3})

@@ -39,7 +39,8 @@ REPLAYS = [
         {"workspace": "pm_03b", "window_size": 10, "turns": 12, "interactive": False},
         "last turn whose call got the codename: 6",
     ),
-    ("04_state_manifest.ipynb", {"workspace": "pm_04", "window_size": 4, "turns": 9, "codename": "PHOENIX"}, "Your codename is PHOENIX."),
+    ("04_state_manifest.ipynb", {"workspace": "pm_04", "window_size": 4, "turns": 9, "codename": "PHOENIX"},
+     "appended  manifests after 9 calls: 9"),
     (
         "05_summarization.ipynb",
         {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX",

@@ -1,0 +1,57 @@
+"""Notebook 02's checks (companion/checks/agent_json.py), each shown failing on a broken copy of the recorded run."""
+
+from __future__ import annotations
+
+from checks_harness import check_suite
+
+from companion.checks import agent_json
+
+
+def timing(record):
+    return record["timing"]
+
+
+def inject_state(record):
+    """A hook that put the state in front of the model (what notebook 04 does on purpose)."""
+    record["calls"][0]["system_prompt"] += ' State: {"visits": 1}'
+
+
+BREAKAGES = {
+    # an SDK that kept the window's bookkeeping somewhere else
+    "agent.json holds the three blocks side by side":
+        lambda r: (r["agent_json"]["keys"].remove("conversation_manager_state"),
+                   r["agent_json"].update(conversation_manager_state=None)),
+    # a restore that started the window again from zero: it would show every stored message
+    "a restore reads the state and the window count back from agent.json":
+        lambda r: r["window"].update(**{"restored removed": 0, "restored messages": 4}),
+    # a state that accepted a Python set (and would fail later, when it is written)
+    "set() refuses a value that is not JSON, when it is set":
+        lambda r: r["refusals"]["errors"].update(**{"a Python set": None}),
+    # a refused value that was stored anyway
+    "the refused values were not stored":
+        lambda r: r["memory_state"].update(tags=["memory", "state"]),
+    # a set() that writes through at once
+    "set() writes nothing: agent.json is unchanged, byte for byte":
+        lambda r: timing(r).update(**{"unchanged after set": False}),
+    # a session manager that wrote the state only after the call (at AfterInvocationEvent)
+    "the state is on disk when the model is called: the next invocation wrote it":
+        lambda r: timing(r)["at call"].update(state={}),
+    # a reply file written before the model had answered
+    "the reply is not: a crash during the call loses it":
+        lambda r: timing(r)["at call"].update(**{"message files": 2}),
+    # a set() after the last call that reached the file all the same
+    "state set after the last write is only in memory":
+        lambda r: (r["agent_json"]["state"].update(visits=2), r["restored"]["state"].update(visits=2)),
+    # a session that lost the reply's file
+    "while the finished turn's messages are on disk, and a restore gets them":
+        lambda r: r["files"].pop(),
+    "the model never received the state: only the prompt and the system prompt": inject_state,
+    # a snapshot manager that wrote a file per message
+    "the snapshot manager keeps everything in one file":
+        lambda r: r["snapshot"]["files"].append("message_0.json"),
+    # a snapshot restore that kept the constructor's system prompt
+    "a snapshot restore brings back the saved system prompt; a file restore keeps the new one":
+        lambda r: r["snapshot"].update(**{"restored system prompt": "Another prompt."}),
+}
+
+globals().update(check_suite(agent_json, "02_agent_json_anatomy", BREAKAGES))

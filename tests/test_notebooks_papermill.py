@@ -32,12 +32,12 @@ REPLAYS = [
     (
         "03_sliding_window.ipynb",
         {"workspace": "pm_03a", "window_size": 4, "codename": "PHOENIX", "interactive": False},
-        "last turn whose call got the codename: 3",
+        "turn 1 received by the calls of turns [1, 2, 3]",
     ),
     (
         "03_sliding_window.ipynb",
         {"workspace": "pm_03b", "window_size": 10, "turns": 12, "interactive": False},
-        "last turn whose call got the codename: 6",
+        "turn 1 received by the calls of turns [1, 2, 3, 4, 5, 6]",
     ),
     ("04_state_manifest.ipynb", {"workspace": "pm_04", "window_size": 4, "turns": 9, "codename": "PHOENIX"},
      "appended  manifests after 9 calls: 9"),

@@ -1,116 +1,85 @@
-"""Notebook 00's exercises, replayed: the parameter exercise through papermill, the code exercises by running the
-solution code from the notebook's own Solution block in new cells after "Check yourself", which is then run again."""
+"""Notebook 00's exercises, replayed: one run with exercise 4's parameters (Ada, 7) and the solutions of exercises 1 to
+3 appended, then "Check yourself" again (it reads only the first calls, so it still holds), then $WORKBOOK_BACKEND=bedrock
+and "Check yourself" a third time; each bad parameter in a run of its own, which stops at the setup cell."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text
+from notebook_runs import checks_held, ledger_text, printed, run_once, solution_code
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-NOTEBOOK = NOTEBOOKS / "00_orientation.ipynb"
+NAME = "00_orientation.ipynb"
 
-
-def run(path: Path, tmp_path: Path, parameters: dict) -> tuple[str, nbformat.NotebookNode]:
-    """Execute a notebook as the replays do; return everything its code cells printed, and the run."""
-    output = tmp_path / "out.ipynb"
-    papermill.execute_notebook(
-        str(path),
-        str(output),
-        parameters={"backend": "offline", **parameters},
-        kernel_name="python3",
-        cwd=str(NOTEBOOKS),
-        progress_bar=False,
-        execution_timeout=300,
-    )
-    notebook = nbformat.read(output, as_version=4)
-    printed = "".join(
-        out.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
-    )
-    return printed, notebook
-
-
-def solution_code() -> list[str]:
-    """The ```python blocks of the notebook's Solution, in order."""
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
-    solution = next(c.source for c in notebook.cells if c.cell_type == "markdown" and "<summary>Solution" in c.source)
-    return re.findall(r"```python\n(.*?)```", solution, re.DOTALL)
-
-
-def check_cells(notebook: nbformat.NotebookNode) -> list[str]:
-    """The code cells of "Check yourself": from the first `Ledger()` to `ledger.report()`."""
-    code = [c.source for c in notebook.cells if c.cell_type == "code"]
-    start = next(i for i, source in enumerate(code) if "ledger = Ledger()" in source)
-    end = next(i for i, source in enumerate(code) if "ledger.report()" in source)
-    return code[start : end + 1]
-
-
-def test_exercise_1_replay_with_other_facts(tmp_path, workspace_root):
-    printed, notebook = run(NOTEBOOK, tmp_path, {"workspace": "ex_00a", "user_name": "Ada", "favorite_number": 7})
-    assert "agent: Your name is Ada and your favorite number is 7." in printed
-    assert "Pin" not in printed and "42" not in printed, "the default facts are gone from the replay"
-    assert checks_held(notebook), ledger_text(notebook)
-    assert "'My name is Ada and my favorite number is 7." in ledger_text(notebook), "the ledger read the new facts"
-    assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_00a"]
-
-
-# Another backend, without calling it: the check cells run again with $WORKBOOK_BACKEND=bedrock (the notebook's model
-# stays the offline one). Only the rows about the offline model's own decisions or token count may be skipped.
+# Another backend, without calling it: the check cell runs again with $WORKBOOK_BACKEND=bedrock (the agents it reads
+# ran on the offline model). Only the checks of the offline model's own rules may be skipped.
 OTHER_BACKEND = """
 import os
 os.environ["WORKBOOK_BACKEND"], backend = "bedrock", None
-print("backend now:", resolve_backend(backend))
+print("backend now:", os.environ["WORKBOOK_BACKEND"])
 """
 
 
+def check_cell(notebook: nbformat.NotebookNode) -> str:
+    (cell,) = [c.source for c in notebook.cells if c.cell_type == "code" and "orientation.claims(" in c.source]
+    return cell
+
+
 @pytest.fixture(scope="module")
-def solutions_then_other_backend(tmp_path_factory):
-    """One run for the code exercises and the other backend: the solutions of exercises 2 to 4 in new cells after
-    "Check yourself", the check cells again (they still hold), then $WORKBOOK_BACKEND=bedrock and the check cells a
-    third time. Each solution works in its own names and sessions; the backend switch comes after all of them."""
-    blocks = solution_code()
-    checks = check_cells(nbformat.read(NOTEBOOK, as_version=4))
-    result, workspace = notebook_runs.run_once(tmp_path_factory, NOTEBOOK.name, {"workspace": "ex_00b"},
-                                               [*blocks, *checks, OTHER_BACKEND, *checks])
-    return notebook_runs.printed(result), result, len(blocks)
+def exercises_run(tmp_path_factory):
+    """The solutions of exercises 1 to 3 each work on their own names or append to an agent the checks read only the
+    first calls of; exercise 4 is the run's parameters. The backend switch comes after all of them."""
+    notebook = nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4)
+    solutions = solution_code(notebook)
+    assert len(solutions) == 3, "the solutions of exercises 1, 2 and 3"
+    check = check_cell(notebook)
+    return run_once(tmp_path_factory, NAME, {"workspace": "ex_00", "user_name": "Ada", "favorite_number": 7},
+                    [*solutions, check, OTHER_BACKEND, check])
 
 
-def test_code_exercises_2_to_4_run_after_the_check_cells(solutions_then_other_backend):
-    printed, result, solutions = solutions_then_other_backend
-    assert solutions == 3, "exercises 2, 3 and 4 each have solution code"
+def test_exercise_4_other_facts(exercises_run):
+    result, root = exercises_run
+    text = printed(result)
+    assert "agent: Your name is Ada and your favorite number is 7." in text
+    assert "Pin" not in text and not re.search(r"\b42\b", text), "the default facts are gone from the replay"
+    assert "'My name is Ada and my favorite number is 7." in ledger_text(result), "the ledger read the new facts"
+    assert sorted(p.name for p in root.iterdir()) == ["ex_00"], "it wrote only in its own folder"
+
+
+def test_exercise_1_the_stranger_answers_once_told(exercises_run):
+    assert "Your name is Ada." in printed(exercises_run[0]).splitlines()
+
+
+def test_exercise_2_two_messages_a_turn(exercises_run):
+    assert re.search(r"1 turns: 2 messages\n2 turns: 4 messages\n3 turns: 6 messages\n", printed(exercises_run[0]))
+
+
+def test_exercise_3_the_latest_statement_wins(exercises_run):
+    assert "before: Your favorite number is 7. | after: Your favorite number is 8." in printed(exercises_run[0])
+
+
+def test_the_checks_hold_again_after_the_exercises(exercises_run):
+    ledgers = ledger_text(exercises_run[0]).split("Check yourself: ")[1:]
+    assert len(ledgers) == 3, "the notebook's ledger, again after the solutions, then on the other backend"
+    assert ledgers[0].splitlines()[0] == ledgers[1].splitlines()[0] == "6 of 6 claims hold (21 of 21 checks hold)"
+
+
+def test_on_another_backend_only_the_offline_models_rules_are_skipped(exercises_run):
+    result, _ = exercises_run
+    assert "backend now: bedrock" in printed(result)
     assert checks_held(result), ledger_text(result)
-    assert ledger_text(result).count("23 of 23 claims hold") == 2, "the checks hold before and after the exercises"
-    # exercise 2: the baseline's number, then the latest statement
-    assert "before: Your favorite number is 42. | after: Your favorite number is 7." in printed
-    # exercise 3: unknown before it is said, known after, never seen by the stranger
-    assert (
-        "before: I cannot see your shoe size in this conversation. | after: Your shoe size is 38. "
-        "| stranger: I cannot see your shoe size in this conversation." in printed
-    )
-    # exercise 4: two messages per turn
-    assert re.search(r"1 turns: 2 messages\n2 turns: 4 messages\n3 turns: 6 messages\n", printed)
-
-
-def test_on_another_backend_only_the_offline_rows_are_skipped(solutions_then_other_backend):
-    printed, result, _ = solutions_then_other_backend
-    assert "backend now: bedrock" in printed
-    ledgers = ledger_text(result).split("Check yourself: ")[1:]
-    assert len(ledgers) == 3, "the notebook's checks, again after the solutions, then on the other backend"
-    offline, other = ledgers[0], ledgers[-1]
-    assert offline.startswith("23 of 23 claims hold\n")
-    assert other.startswith("20 of 23 claims hold, 3 not checked on this run\n"), other
-    skipped = [line for line in other.splitlines() if line.startswith("– ")]
+    other = ledger_text(result).split("Check yourself: ")[-1]
+    skipped = [line for line in other.splitlines() if line.startswith("– [")]
     assert skipped == [
-        "– [S1] the offline model does not guess: its reply holds no digit and no name",
-        "– [S1] its reply depends on the call alone: a fresh model gives the same",
-        "– [S2] the offline model's input tokens are the SDK's estimate of the call",
-    ]
-    assert other.count("not checked: ") == 3, "each skipped row says why"
+        "– [S2] the offline model does not guess: the second agent's reply holds no digit and no name",
+        "– [S2] its reply depends on the call alone: fresh models give the same three replies",
+        "– [S2] a fresh offline model reads back every statement form's fact, and none it was not told",
+    ], other
+    assert "– S2: the offline model knows only what is stated in the call" in other, "S2 is not checked, not held"
+    assert other.count("not checked: ") == 3, "each skipped check says why"
 
 
 @pytest.mark.parametrize(
@@ -121,6 +90,9 @@ def test_on_another_backend_only_the_offline_rows_are_skipped(solutions_then_oth
         ({"favorite_number": "seven"}, "favorite_number must be a whole number"),
     ],
 )
-def test_invalid_parameters_stop_with_a_reason(parameters, message, tmp_path, workspace_root):
+def test_a_bad_parameter_stops_before_the_workspace_is_reset(parameters, message, tmp_path, workspace_root):
+    (workspace_root / "ex_00_bad").mkdir()
+    (workspace_root / "ex_00_bad" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        run(NOTEBOOK, tmp_path, {"workspace": "ex_00_bad", **parameters})
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_00_bad", **parameters})
+    assert (workspace_root / "ex_00_bad" / "keep.txt").read_text() == "keep"

@@ -1,8 +1,10 @@
-"""The series map stays true: every notebook states its claim, and notebook 00 and the README list every notebook
-with that claim. The notebook template stays runnable and keeps the shape the other notebooks are held to."""
+"""The series map stays true: every notebook states its claim, notebook 00's table lists every notebook with its title,
+that claim and its time to learn, as tools/series_map.py writes it, and the README lists every notebook. The notebook
+template stays runnable and keeps the shape the other notebooks are held to."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -16,6 +18,11 @@ REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CLAIM = re.compile(r"^\*\*The claim:\*\*\s*(.+?)\s*$", re.MULTILINE)
 LEDGER_TAG = re.compile(r"\s*\[(?:[CS]\d+[ ,]*)+\]")  # the claims-ledger ids ([C1]) are not part of the sentence
+TIME_TO_LEARN = re.compile(r"^\*\*Time to learn:\*\* about (\d+) minutes\.$", re.MULTILINE)
+
+spec = importlib.util.spec_from_file_location("series_map", REPO / "tools" / "series_map.py")
+series_map = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(series_map)
 
 
 def first_markdown(path: Path) -> str:
@@ -35,13 +42,19 @@ def title_of(path: Path) -> str:
     return heading[2:].strip()
 
 
-def series_table(markdown: str) -> dict[str, str]:
-    """Rows '| NN name | claim |' of a markdown table, keyed by the two-digit number."""
+def time_to_learn_of(path: Path) -> str:
+    """'about N minutes', from the notebook's '**Time to learn:** about N minutes.' line; 'not yet measured' without."""
+    minutes = TIME_TO_LEARN.search(first_markdown(path))
+    return f"about {minutes.group(1)} minutes" if minutes else "not yet measured"
+
+
+def series_table(markdown: str) -> dict[str, list[str]]:
+    """Rows '| [NN · title](file) | claim | time to learn |' of a markdown table, keyed by the two-digit number."""
     rows = {}
     for line in markdown.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        cells = [c.strip().replace(r"\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if len(cells) >= 2 and re.match(r"^`?\[?\d\d", cells[0]):
-            rows[re.search(r"\d\d", cells[0]).group(0)] = " ".join(cells[1].split())
+            rows[re.search(r"\d\d", cells[0]).group(0)] = [" ".join(c.split()) for c in cells]
     return rows
 
 
@@ -50,14 +63,45 @@ def test_every_notebook_states_a_claim_and_a_title():
         assert claim_of(path) and title_of(path).startswith(path.name[:2])
 
 
-def test_notebook_00_lists_every_notebook_with_its_claim():
+def orientation_markdown() -> str:
     cells = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))["cells"]
-    markdown = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    rows = series_table(markdown)
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+def test_notebook_00_lists_every_notebook_with_its_title_claim_and_time_to_learn():
+    rows = series_table(orientation_markdown())
+    assert sorted(rows) == [path.name[:2] for path in NOTEBOOKS], "one row per notebook, and no other"
     for path in NOTEBOOKS:
-        number = path.name[:2]
-        assert number in rows, f"notebook 00's series table has no row for {path.name}"
-        assert rows[number] == claim_of(path), f"{path.name}: the claim in 00's table differs from the notebook's own"
+        link, claim, minutes = rows[path.name[:2]]
+        assert link == f"[{title_of(path)}]({path.name})", f"{path.name}: the row's title or link differs"
+        assert claim == claim_of(path), f"{path.name}: the claim in 00's table differs from the notebook's own"
+        assert minutes == time_to_learn_of(path), f"{path.name}: the time to learn in 00's table differs"
+
+
+def test_notebook_00s_table_is_what_tools_series_map_writes():
+    notebook = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))
+    assert series_map.current_table(notebook) == series_map.expected_table(), (
+        "notebook 00's series table is stale: run `.venv/bin/python tools/series_map.py --write`")
+
+
+def test_series_map_rewrites_only_the_table(tmp_path, monkeypatch):
+    """--write on a copy of notebook 00 whose table is stale: the table is rewritten, every other cell is kept."""
+    copy = tmp_path / "00_orientation.ipynb"
+    notebook = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in notebook["cells"] if series_map.HEADER in "".join(c["source"]))
+    source = "".join(cell["source"])
+    start, end = series_map.table_span(source)
+    cell["source"] = source[:start] + series_map.HEADER + "\n" + series_map.RULE + "\n| 00 stale | row | - |" + source[end:]
+    copy.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    monkeypatch.setattr(series_map, "ORIENTATION", copy)
+    assert series_map.main([]) == 1, "the check mode finds the stale table"
+    assert series_map.write() is True and series_map.write() is False
+    written = json.loads(copy.read_text(encoding="utf-8"))
+    assert series_map.current_table(written) == series_map.expected_table()
+    before = [c for c in notebook["cells"] if c is not cell]
+    after = [c for c in written["cells"] if series_map.HEADER not in "".join(c["source"])]
+    assert ["".join(c["source"]) for c in after] == ["".join(c["source"]) for c in before]
+    assert [c.get("outputs") for c in after] == [c.get("outputs") for c in before]
 
 
 def test_readme_lists_every_notebook():

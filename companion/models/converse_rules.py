@@ -142,7 +142,7 @@ def check_request(messages: Messages) -> None:
 
 
 def rule_rows() -> list[dict[str, str]]:
-    """The rules as table rows (notebook 00): what each checks and Bedrock's message for its example."""
+    """The rules as table rows (docs/offline-model.md): what each checks and Bedrock's message for its example."""
     return [{"rule": rule["id"], "checks": rule["checks"], "Bedrock says": violations(rule["example"])[0][1]}
             for rule in RULES]
 

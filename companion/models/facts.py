@@ -3,7 +3,7 @@
 The offline model knows only what these functions find in the text of a call. Keeping the rules
 here, small and explicit, lets a learner predict exactly what the model can and cannot answer.
 :data:`RULES` lists every form as data, with an example sentence and what the model stores from it;
-notebook 00 shows it as a table and the tests run every example through a real ``Agent``.
+docs/offline-model.md shows it as a table and the tests run every example through a real ``Agent``.
 
 Statements it reads (case-insensitive), wherever they stand in a sentence:
   "My name is Pin"                              -> name = Pin
@@ -26,6 +26,8 @@ import re
 from collections.abc import Iterable
 from functools import partial
 from typing import NamedTuple
+
+from companion.support import parameters
 
 _OWNER = r"(?:the user's|the users'|user's|my|your)"
 _KEY = r"[a-z][a-z0-9\-]*(?: [a-z0-9\-]+){0,5}?"  # one to six words, as few as the sentence allows
@@ -395,7 +397,7 @@ RULES: list[dict] = [
      "example": "Please remember that I prefer tea.", "tool": "add_memory",
      "input": {"entries": ["The user prefers tea."]}},
 ]
-"""Every form the offline model reads or answers, with an example; notebook 00 shows this list as a table."""
+"""Every form the offline model reads or answers, with an example; docs/offline-model.md shows this list as a table."""
 
 
 def _one_line(text: str) -> str:
@@ -420,3 +422,15 @@ def rule_rows() -> list[dict[str, str]]:
             example = f"(after “{rule['given']}”) {example}"
         rows.append({"kind": rule["kind"], "form": rule["form"], "example": _one_line(example), "the model": _one_line(result)})
     return rows
+
+
+def check_name(parameter: str, value: object) -> str:
+    """A notebook parameter holding a name the offline model reads back whole from "My name is <value>."; stops with
+    a ParameterError naming the parameter, the value and what is accepted (notebook 00's `user_name`)."""
+    name = parameters.text(parameter, value, why="the name the agent is told")
+    if statements(f"My name is {name}.") != [("name", name.strip())]:
+        raise parameters.ParameterError(
+            f"{parameter} must be a name the offline model reads back whole (no sentence end or ' and my ...' "
+            f"inside); got {parameters.shown(value)}. Change it in the parameters cell (or papermill -p)."
+        )
+    return name

@@ -1,0 +1,268 @@
+"""Notebook 00's ledger: an agent remembers only what reaches the model in a call, checked at the model and on disk.
+
+The evidence never comes from the replies the lesson prints: each call's messages and reply are the ones the model
+itself received and streamed (the `MeteredModel` inside the agents), the offline model's rules are asked again of fresh
+models (the same calls, every statement form with and without its statement, a tool call in both voices), the Bedrock
+backend is built with its model class replaced by a recorder (no credentials, no network), and the workspace is listed
+and dated on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from strands import Agent
+from strands.models.bedrock import BedrockModel as StrandsBedrockModel
+
+from companion.checks import save_record, texts
+from companion.models import aws, backends
+from companion.models.facts import RULES
+from companion.models.metering import MeteredModel
+from companion.models.offline_model import OfflineModel
+from companion.models.voices import VOICES
+from companion.support.ledger import Ledger
+
+CLAIMS = {
+    "C1": "a second agent on the same model cannot answer what the first was told",
+    "S1": "an agent's memory is its message list, sent whole with every call; a new agent starts with none",
+    "S2": "the offline model knows only what is stated in the call, and never guesses",
+    "S3": "the paraphrase voice gives the plain voice's answers in other words",
+    "S4": "backend='bedrock' switches to Strands' BedrockModel on Nova Pro; it needs AWS credentials",
+    "S5": "each notebook writes only in its own workspace folder, emptied at the top",
+}
+NOVA_PRO = "amazon.nova-pro-v1:0"
+MARKER = ".workbook-workspace"  # what reset_workspace writes in a folder it made
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"text": text}]}
+
+
+def bedrock_without_credentials() -> str:
+    """What `make_model("bedrock")` says on a machine with no AWS credentials (the check is made to find none)."""
+    with mock.patch.object(aws, "has_credentials", return_value=False):
+        try:
+            backends.make_model("bedrock", bedrock_endpoint="aws")
+        except backends.BackendError as error:
+            return str(error)
+    return "no error: the Bedrock backend was built without credentials"
+
+
+def _bedrock_call() -> dict[str, Any]:
+    """The class `make_model("bedrock")` builds and the arguments it passes, recorded instead of building it: no
+    boto3 client is made, so no credentials are looked up and nothing is sent."""
+    passed: dict[str, Any] = {}
+
+    def recorder():
+        return lambda **arguments: passed.update(arguments)
+
+    error = None
+    with mock.patch.object(aws, "has_credentials", return_value=True), \
+            mock.patch.object(backends, "_guarded_bedrock_class", recorder):
+        try:
+            backends.make_model("bedrock", bedrock_endpoint="aws")
+        except backends.BackendError as raised:  # an AWS_PROFILE that does not exist here
+            error = str(raised)
+    built = backends._guarded_bedrock_class()
+    return {
+        "class": [f"{c.__module__}.{c.__name__}" for c in built.__mro__[:2]],
+        "subclass": issubclass(built, StrandsBedrockModel) and built is not StrandsBedrockModel,
+        "model_id": passed.get("model_id"),
+        "error": error,
+        "model_id_variable": os.environ.get("WORKBOOK_MODEL_ID"),
+    }
+
+
+def _switch() -> dict[str, str]:
+    """What the backend parameter resolves to: set, or None with $WORKBOOK_BACKEND set."""
+    with mock.patch.dict(os.environ, {backends.BACKEND_ENV: "bedrock"}):
+        by_variable = backends.resolve_backend(None)
+    with mock.patch.dict(os.environ, {backends.BACKEND_ENV: ""}):
+        by_parameter, unset = backends.resolve_backend("bedrock"), backends.resolve_backend(None)
+    return {"parameter": by_parameter, "variable": by_variable, "neither": unset}
+
+
+def _read_back() -> list[dict[str, Any]]:
+    """Every statement form of the offline model's rules, asked back from fresh models with and without it."""
+    asked = []
+    for rule in (r for r in RULES if r["kind"] == "statement"):
+        system = rule["example"] if rule["where"] == "system prompt" else None
+        told = [] if system else [_user(rule["example"])]
+        for key, value in rule["stores"].items():
+            question = [_user(f"What is my {key}?")]
+            asked.append({"form": rule["form"], "value": value,
+                          "told": OfflineModel().respond(told + question, system)["text"],
+                          "not told": OfflineModel().respond(question)["text"]})
+    return asked
+
+
+def _files(workspace_dir: Path, started: float) -> dict[str, Any]:
+    paths = [workspace_dir, *workspace_dir.rglob("*")]
+    return {"names": sorted(p.name for p in workspace_dir.iterdir()),
+            "ages": [round(p.stat().st_mtime - started, 3) for p in paths]}
+
+
+def record(first: Agent, second: Agent, voices: dict[str, MeteredModel], *, backend: str | None, user_name: str,
+           favorite_number: int, started: float, workspace_dir: Path) -> dict[str, Any]:
+    """The evidence of notebook 00's run. `first` was told the facts and asked them back; `second` was asked on the
+    same model; `voices` maps "plain" and "paraphrase" to the metered models of the three-turn voice run.
+
+    Only the first three calls of `first.model` and the first messages of each agent are read, so running this again
+    after the exercises (which add turns) gives the same record."""
+    calls = [{"messages": texts(e["messages"]), "system_prompt": e["system_prompt"], "reply": e["reply"]}
+             for e in first.model.exchanges[:3]]
+    fresh = [OfflineModel().respond(e["messages"], e["system_prompt"])["text"] for e in first.model.exchanges[:3]]
+    tool_calls = {voice: OfflineModel(voice=voice).respond([_user("What is my codename?")],
+                                                           tool_names=["search_memory"])
+                  for voice in ("plain", "paraphrase")}
+    paraphrase = VOICES["paraphrase"]
+    offline_rules = (backends.resolve_backend(backend) == "offline"
+                     or backends.resolve_bedrock_endpoint() == "local")
+    evidence = {
+        "user_name": user_name,
+        "favorite_number": favorite_number,
+        "offline_rules": offline_rules,
+        "calls": calls,
+        "same_model": second.model is first.model,
+        "first_kept": texts(first.messages[:4]),
+        "second_kept": texts(second.messages[:2]),
+        "fresh_replies": fresh,
+        "read_back": _read_back(),
+        "voices": {voice: [e["reply"] for e in model.exchanges[:3]] for voice, model in voices.items()},
+        "tool_calls": tool_calls,
+        "paraphrase_refusals": [*paraphrase.missing, *paraphrase.nothing, paraphrase.no_message],
+        "bedrock": {**_bedrock_call(), "without_credentials": bedrock_without_credentials()},
+        "switch": _switch(),
+        "workspace": _files(workspace_dir, started),
+    }
+    return save_record(evidence, workspace_dir)
+
+
+def _said(messages: list[list[str]]) -> str:
+    return " ".join(text for _, text in messages)
+
+
+def _roles(messages: list[list[str]]) -> str:
+    """'user, assistant': the roles of a list of messages, for evidence."""
+    return ", ".join(role for role, _ in messages) or "nothing"
+
+
+def _gives(text: str, value: str) -> bool:
+    """Whether a reply holds the value as written, as whole words."""
+    return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text) is not None
+
+
+def claims(record: dict[str, Any]) -> Ledger:
+    """Every check of notebook 00, decided from `record` alone."""
+    ledger = Ledger(claims=CLAIMS)
+    name, number = record["user_name"], str(record["favorite_number"])
+
+    def names_a_fact(text: str) -> bool:
+        return _gives(text, name) or _gives(text, number)
+
+    plant, recall, stranger = record["calls"]
+    ledger.check("C1", "the first agent's recall call received the name and the number",
+                 evidence=f"{len(recall['messages'])} messages: {_said(recall['messages'])!r}",
+                 holds=_gives(_said(recall["messages"]), name) and _gives(_said(recall["messages"]), number))
+    ledger.check("C1", "and the model answered with both", evidence=f"the model streamed {recall['reply']!r}",
+                 holds=_gives(recall["reply"], name) and _gives(recall["reply"], number))
+    ledger.check("C1", "the second agent called the same model object",
+                 evidence=f"second.model is first.model: {record['same_model']}", holds=record["same_model"])
+    ledger.check("C1 S1", "the second agent's call received neither fact",
+                 evidence=f"{len(stranger['messages'])} message: {_said(stranger['messages'])!r}",
+                 holds=not names_a_fact(_said(stranger["messages"])))
+    ledger.check("C1", "so the model could not answer with them", evidence=f"the model streamed {stranger['reply']!r}",
+                 holds=not names_a_fact(stranger["reply"]))
+
+    so_far = plant["messages"] + [["assistant", plant["reply"]]]
+    ledger.check("S1", "the recall call received the whole conversation so far, then the question",
+                 evidence=f"{len(so_far)} messages before the question; received {len(recall['messages'])}",
+                 holds=recall["messages"][:-1] == so_far and recall["messages"][-1][0] == "user")
+    conversation = recall["messages"] + [["assistant", recall["reply"]]]
+    ledger.check("S1", "that list is agent.messages: after two turns it holds what the calls sent and got",
+                 evidence=f"agent.messages holds {len(record['first_kept'])} of them, the same: "
+                          f"{record['first_kept'] == conversation}",
+                 holds=record["first_kept"] == conversation)
+    ledger.check("S1", "the second agent's list started empty: its call received only its question",
+                 evidence=f"received {_roles(stranger['messages'])}; it now holds "
+                          f"{_roles(record['second_kept'])}",
+                 holds=len(stranger["messages"]) == 1
+                 and record["second_kept"] == stranger["messages"] + [["assistant", stranger["reply"]]])
+
+    reason = "a real model decides what to say; the C1 checks above read the values"
+    if record["offline_rules"]:
+        words = re.findall(r"[A-Za-z][\w'’]*", stranger["reply"])
+        capitals = [w for w in words[1:] if w[0].isupper() and w != "I"]  # a guessed name would be one
+        digits = re.findall(r"\d", stranger["reply"])  # a guessed number would hold one
+        ledger.check("S2", "the offline model does not guess: the second agent's reply holds no digit and no name",
+                     evidence=f"{len(words)} words; capitalised after the first: {capitals}; digits: {digits}",
+                     holds=len(words) > 0 and capitals == [] and digits == [])
+        same = [f == c["reply"] for f, c in zip(record["fresh_replies"], record["calls"])]
+        ledger.check("S2", "its reply depends on the call alone: fresh models give the same three replies",
+                     evidence=f"{sum(same)} of {len(same)} replies the same from a fresh OfflineModel",
+                     holds=len(same) == 3 and all(same))
+        asked = record["read_back"]
+        ledger.check("S2", "a fresh offline model reads back every statement form's fact, and none it was not told",
+                     evidence=f"{len({a['form'] for a in asked})} statement forms, {len(asked)} facts asked back: "
+                              f"{sum(_gives(a['told'], a['value']) for a in asked)} given if stated, "
+                              f"{sum(_gives(a['not told'], a['value']) for a in asked)} if not",
+                     holds=len(asked) > 0 and all(_gives(a["told"], a["value"]) and not _gives(a["not told"], a["value"])
+                                                  for a in asked))
+    else:
+        for check in ("the offline model does not guess: the second agent's reply holds no digit and no name",
+                      "its reply depends on the call alone: fresh models give the same three replies",
+                      "a fresh offline model reads back every statement form's fact, and none it was not told"):
+            ledger.skip("S2", check, reason=reason)
+
+    plain, paraphrase = record["voices"]["plain"], record["voices"]["paraphrase"]
+    ledger.check("S3", "the paraphrase voice's replies differ from the plain voice's",
+                 evidence=f"{sum(p != q for p, q in zip(plain, paraphrase))} of {len(plain)} replies differ",
+                 holds=len(plain) == len(paraphrase) == 3 and all(p != q for p, q in zip(plain, paraphrase)))
+    ledger.check("S3", "and both give this run's name and number",
+                 evidence=f"the recall turn: {plain[1]!r} / {paraphrase[1]!r}",
+                 holds=all(_gives(replies[1], name) and _gives(replies[1], number) for replies in (plain, paraphrase)))
+    tools = record["tool_calls"]
+    ledger.check("S3", "both voices make the same tool call when search_memory is offered",
+                 evidence="; ".join(f"{voice}: {call.get('tool')} {call.get('input')}" for voice, call in tools.items()),
+                 holds=tools["plain"] == tools["paraphrase"] and tools["plain"].get("tool") == "search_memory")
+    refusals = [*record["paraphrase_refusals"], paraphrase[2]]
+    ledger.check("S3", "no paraphrase refusal says 'cannot see', as the plain voice's does",
+                 evidence=f"{len(refusals) - 1} refusal forms in its data, the codename turn's replies "
+                          f"{plain[2]!r} / {paraphrase[2]!r}",
+                 holds="cannot see" in plain[2] and not any("cannot see" in refusal for refusal in refusals))
+
+    bedrock, switch = record["bedrock"], record["switch"]
+    ledger.check("S4", "backend='bedrock', or WORKBOOK_BACKEND=bedrock with backend=None, picks Bedrock",
+                 evidence=f"parameter: {switch['parameter']}; variable: {switch['variable']}; "
+                          f"neither: {switch['neither']}",
+                 holds=(switch["parameter"], switch["variable"], switch["neither"]) == ("bedrock", "bedrock", "offline"))
+    ledger.check("S4", "the Bedrock backend builds a subclass of Strands' BedrockModel",
+                 evidence=f"{bedrock['class'][0]}, a subclass of {bedrock['class'][1]}", holds=bedrock["subclass"])
+    if bedrock["model_id_variable"] or bedrock["error"]:
+        ledger.skip("S4", "on Amazon Nova Pro", reason=bedrock["error"] or
+                    f"WORKBOOK_MODEL_ID picks {bedrock['model_id_variable']} on this machine")
+    else:
+        ledger.equal("S4", "on Amazon Nova Pro", observed=bedrock["model_id"], expected=NOVA_PRO,
+                     what="model_id passed to it")
+    message, needs = bedrock["without_credentials"], "without AWS credentials it stops, naming what to set and the model to enable"
+    if bedrock["error"]:
+        ledger.skip("S4", needs, reason=bedrock["error"])
+    else:
+        ledger.check("S4", needs, evidence=message,
+                     holds="needs AWS credentials" in message and "aws configure" in message
+                     and f"{bedrock['model_id']} is enabled for your account" in message)
+
+    files = record["workspace"]
+    expected = sorted([MARKER, *(["record.json"] if "record.json" in files["names"] else [])])
+    ledger.equal("S5", "the workspace folder holds only this run's files",
+                 observed=files["names"], expected=expected, what="the folder holds")
+    # file times may lag the clock by milliseconds; a file left by an earlier run is seconds older
+    newer = [age for age in files["ages"] if age > -1]
+    ledger.check("S5", "none is older than this run: the folder was emptied at the top",
+                 evidence=f"{len(newer)} of {len(files['ages'])} paths written after the run began",
+                 holds=len(newer) == len(files["ages"]) > 1)
+    return ledger

@@ -59,7 +59,7 @@ REPLAYS = [
     ),
     (
         "08_what_to_remember.ipynb",
-        {"workspace": "pm_08", "turns": 20, "user_a": "lin", "user_b": "sam", "ttl_days": 3},
+        {"workspace": "pm_08", "turns": 20, "user_a": "lin", "user_b": "sam"},
         "20 turns for lin, 5 for sam",
     ),
     (

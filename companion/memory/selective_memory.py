@@ -548,3 +548,29 @@ def policy_plot(rows: Sequence[dict[str, Any]], metrics: Sequence[str], title: s
 
     parts = "; ".join(f"{metric}: " + ", ".join(f"{r['policy']} {shown(r[metric])}" for r in rows) for metric in metrics)
     return describe_figure(fig, f"{len(metrics)} bar charts, one per measure, one bar per policy: {parts}.")
+
+
+# ---------------------------------------------------------------------- notebook 08's lesson helpers
+
+
+def says(text: str, value: str) -> bool:
+    """Whether `text` holds `value` as a word of its own, in any case: "Go" is not in "Good question"."""
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def injected_for(model: MeteredModel, question: str) -> list[str]:
+    """The memory entries injected into the call of `model` (a `MeteredModel`) whose last user message asked
+    `question`: what that call received, read from the wrapper's `exchanges`."""
+    for exchange in model.exchanges:
+        last_user = next((m for m in reversed(exchange["messages"]) if m["role"] == "user"), None)
+        if last_user is not None and message_text(last_user).startswith(question):
+            return injected_entries(exchange["messages"])
+    raise LookupError(f"No call of this model asked {question!r}.")
+
+
+def named_messages(storage_dir: str | Path, origin: dict[str, Any]) -> dict[int, str]:
+    """The texts of the messages a lineage names, read from its session's `message_<index>.json` files."""
+    from companion.sessions.session_files import agent_dir, read_json
+
+    folder = agent_dir(storage_dir, origin["session_id"]) / "messages"
+    return {i: message_text(read_json(folder / f"message_{i}.json")["message"]) for i in origin["messages"]}

@@ -1,23 +1,31 @@
-"""Notebook 05 (summarization): the call-counting helpers, and every exercise replayed with its solution's parameters."""
+"""Notebook 05 (summarization): the call-counting helpers, and the exercises replayed: one run with exercise 1's
+parameter and the solutions of 2 and 3 appended (they build agents of their own, in their own folders, and read nothing
+the notebook's checks read), then "Check yourself" again; the refusals on their own runs, which stop at the setup
+cell."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
-from pathlib import Path
 
 import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text, printed
+from notebook_runs import checks_held, ledger_text, printed, run_once, solution_code
 from strands import Agent
 from strands.agent.conversation_manager import SummarizingConversationManager
 
 from companion import OfflineModel
-from companion.models.summary_calls import CallLog, captured_log, sdk_selection, summary_calls_per_turn, turn_of_calls
+from companion.models.summary_calls import (
+    CallLog,
+    captured_log,
+    sdk_selection,
+    sent_to_summarizer,
+    summary_calls_per_turn,
+    turn_of_calls,
+)
 from conftest import assistant, user
 
 NOTEBOOK = "05_summarization.ipynb"
@@ -196,104 +204,88 @@ def test_captured_log_keeps_warnings_off_stderr(capsys):
     assert logger_state.propagate and not any(type(h).__name__ == "_Collect" for h in logger_state.handlers)
 
 
+def test_sent_to_summarizer_reads_both_request_forms():
+    """The SDK manager's request (the messages, then "Please summarize this conversation.") and a <content> request
+    (ConverseSummarizingConversationManager's) both give (role, text) per message sent; any other call gives None."""
+    from companion.models.converse_rules import ConverseSummarizingConversationManager
+    from companion.models.metering import MeteredModel
+
+    sent, requests = [], []
+    for manager_class in (SummarizingConversationManager, ConverseSummarizingConversationManager):
+        meter = MeteredModel(OfflineModel())
+        agent = Agent(model=meter, callback_handler=None, messages=conversation(7))
+        manager_class(summary_ratio=0.3, preserve_recent_messages=2).reduce_context(agent, e=RuntimeError("overflow"))
+        requests.append(len(meter.exchanges[0]["messages"]))
+        sent.append(sent_to_summarizer(meter.exchanges[0]["messages"]))
+    assert requests == [3, 1], "the SDK's messages and its request; one <content> message"
+    assert sent[0] == [("user", "prompt 0"), ("assistant", "reply 1")], "the SDK's manager: int(7 × 0.3) = 2"
+    assert sent[1] == [("user", "prompt 0"), ("assistant", "reply 1"), ("user", "prompt 2")], "to a kept reply"
+    assert sent_to_summarizer([user("Hello.")]) is None
+
+
 # ---------------------------------------------------------------- the exercises, replayed
 
-# Appended after the notebook: the firing table's rows and the reactive section's outcome as JSON, from the same
-# objects the tables show, so each test asserts the numbers the exercise tells the learner to look for.
-SHOW_ROWS = """
-import json
-print("FIRING", json.dumps([{k: r[k] for k in ("turn", "held", "summary calls", "sent to summarizer", "folded",
-                                               "kept", "SDK warning")} for r in firing]))
-print("REACTIVE", json.dumps({"turns": [r["turn"] for r in reactive_rows],
-                              "error": type(reactive_error).__name__ if reactive_error else None,
-                              "is_overflow": isinstance(reactive_error, ContextWindowOverflowException),
-                              "last": reactive_rows[-1]}))
-"""
+NAME = "05_summarization.ipynb"
+FIRST = 'print("first summary call in the firing table:", next(r["turn"] for r in firing if r["summary calls"]))'
 
 
-def replay(tmp_path: Path, parameters: dict, extra_cells=(SHOW_ROWS,)) -> nbformat.NotebookNode:
-    return notebook_runs.run(NOTEBOOK, tmp_path, parameters, extra_cells, defaults={"interactive": False})
+def check_cell() -> str:
+    """The code cell of "Check yourself", to run again after the exercises."""
+    cells = nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4).cells
+    start = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Check yourself"))
+    return next(c.source for c in cells[start + 1:] if c.cell_type == "code")
 
 
-def shown(notebook: nbformat.NotebookNode) -> str:
-    """Everything the notebook printed or displayed as text (streams and the text form of tables)."""
-    return printed(notebook, plain=True)
+@pytest.fixture(scope="module")
+def exercises_run(tmp_path_factory):
+    solutions = solution_code(nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4))
+    assert len(solutions) == 2, "the solutions of exercises 2 and 3"
+    notebook, _ = run_once(tmp_path_factory, NAME, {"firing_threshold": 0.0002, "interactive": False},
+                           [FIRST, *solutions, check_cell()])
+    return notebook
 
 
-def emitted(notebook: nbformat.NotebookNode, label: str):
-    (line,) = [line for line in printed(notebook).splitlines() if line.startswith(label + " ")]
-    return json.loads(line[len(label) + 1 :])
+def test_exercise_1_a_threshold_in_between(exercises_run):
+    ledger = " ".join(ledger_text(exercises_run).split())
+    assert checks_held(exercises_run), ledger
+    assert "first summary call in the firing table: 5" in printed(exercises_run)
+    assert "firing_threshold: 0.0002 × 300,000 = 60 tokens" in printed(exercises_run)
+    assert "calls per turn (model) [0, 0, 0, 0, 1, 1, 1]; projected (files) [11, 33, 46, 59, 74" in ledger
 
 
-def story_line(text: str, threshold: str) -> str:
-    """The line of the per-run summary table for one threshold."""
-    lines = [line for line in text.splitlines() if re.match(rf"{re.escape(threshold)}\s", line)]
-    assert lines, f"no summary row for threshold {threshold}"
-    return lines[0]
+def test_exercise_2_the_default_on_an_80_token_window(exercises_run):
+    assert "[4, 5, 6, 7]" in printed(exercises_run).splitlines()
 
 
-def test_exercise_1_first_summary_call_at_turn_4(tmp_path, workspace_root):
-    notebook = replay(tmp_path, {"workspace": "ex_05a", "firing_threshold": 0.00017783})
-    assert checks_held(notebook), ledger_text(notebook)
-    row = story_line(shown(notebook), "0.00017783")
-    assert "4, 5, 6, 7" in row and " 4 " in row, row
-    assert [r["summary calls"] for r in emitted(notebook, "FIRING")] == [0, 0, 0, 1, 1, 1, 1]
+def test_exercise_3_a_summary_call_only_right_after_an_overflow(exercises_run):
+    calls = re.findall(r"^(\d+) (turn|summary) (answered|overflowed)$", printed(exercises_run), re.MULTILINE)
+    assert len(calls) >= 7, calls
+    summaries = [i for i, (_, kind, _) in enumerate(calls) if kind == "summary"]
+    assert summaries and all(calls[i - 1][1:] == ("turn", "overflowed") for i in summaries), calls
+    assert sorted({int(calls[i][0]) for i in summaries}) == [5, 6], calls
+    answered = [int(turn) for turn, kind, outcome in calls if kind == "turn" and outcome == "answered"]
+    assert answered == list(range(1, 8)), "every turn answered in the end"
 
 
-def test_exercise_2_preserve_six(tmp_path, workspace_root):
-    notebook = replay(tmp_path, {"workspace": "ex_05b", "preserve_recent_messages": 6})
-    assert checks_held(notebook), ledger_text(notebook)
-    rows = emitted(notebook, "FIRING")
-    warning = "WARNING: Proactive summarization failed, continuing: Cannot summarize: insufficient messages for summarization"
-    assert [r["SDK warning"] for r in rows[1:3]] == [warning, warning], "turns 2 and 3: over, nothing selectable"
-    assert [r["summary calls"] for r in rows] == [0, 0, 0, 1, 1, 1, 1]
-    assert rows[3]["sent to summarizer"] == 1 and rows[3]["held"] == 7, "turn 4: min(max(1, int(7 × 0.3)), 7 − 6) = 1"
-    row = story_line(shown(notebook), "5e-05")
-    assert "4, 5, 6, 7" in row and "2, 3" in row, row
+def test_the_checks_hold_again_after_the_exercises(exercises_run):
+    headlines = re.findall(r"^Check yourself: .*$", ledger_text(exercises_run), re.MULTILINE)
+    assert len(headlines) == 2 and all("FAIL" not in h for h in headlines), headlines
 
 
-def test_exercise_3_ratio_clamped(tmp_path, workspace_root):
-    notebook = replay(tmp_path, {"workspace": "ex_05c", "summary_ratio": 1.0, "preserve_recent_messages": 0})
-    assert checks_held(notebook), ledger_text(notebook)
-    assert "summary_ratio = 1; the SDK uses 0.8" in shown(notebook)
-    rows = emitted(notebook, "FIRING")
-    # turn 2: holds 3, int(3 × 0.8) = 2 sent and folded; from turn 3: holds 4, int(4 × 0.8) = 3 sent (the previous
-    # summary among them) and 2 folded; the summary, the new prompt and the reply stay: 3 kept after every turn from 2
-    assert [(r["sent to summarizer"], r["folded"]) for r in rows] == [(0, 0), (2, 2)] + [(3, 2)] * 5, rows
-    assert [r["held"] for r in rows[2:]] == [4] * 5
-    assert [r["kept"] for r in rows] == [2] + [3] * 6, rows
+def test_exercise_1_a_zero_threshold_is_refused_before_the_workspace_is_reset(tmp_path, workspace_root):
+    (workspace_root / "ex_05z").mkdir()
+    (workspace_root / "ex_05z" / "keep.txt").write_text("keep")
+    with pytest.raises(papermill.PapermillExecutionError, match=r"firing_threshold must be a number in \(0, 1\]"):
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_05z", "firing_threshold": 0, "interactive": False})
+    assert (workspace_root / "ex_05z" / "keep.txt").read_text() == "keep"
 
 
 @pytest.mark.parametrize("parameters, message", [
-    ({"summary_ratio": 1.5}, r"summary_ratio must be a number in \(0, 1\]"),
-    ({"summary_ratio": 0}, r"summary_ratio must be a number in \(0, 1\]"),
+    ({"quiet_threshold": 1.5}, r"quiet_threshold must be a number in \(0, 1\]"),
     ({"preserve_recent_messages": -1}, "preserve_recent_messages must be a whole number of 0 or more"),
-    ({"firing_threshold": 0}, r"firing_threshold must be a number in \(0, 1\]"),
-    ({"reactive_limit": 0}, "reactive_limit must be a whole number of 1 or more"),
-    ({"auto_window": 0}, "auto_window must be a whole number of 1 or more"),
+    ({"small_window": 0}, "small_window must be a whole number of 1 or more"),
+    ({"turns": 1}, "turns must be a whole number of 2 or more"),
 ])
-def test_exercise_3_invalid_values_are_refused(parameters, message, tmp_path, workspace_root):
+def test_invalid_values_are_refused(parameters, message, tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        replay(tmp_path, {"workspace": "ex_05bad", **parameters}, extra_cells=())
-
-
-def test_exercise_4_tighter_reactive_limit(tmp_path, workspace_root):
-    notebook = replay(tmp_path, {"workspace": "ex_05d", "reactive_limit": 60})
-    assert checks_held(notebook), ledger_text(notebook)
-    text = shown(notebook)
-    assert "5 of 6 turns answered" in text
-    reactive = emitted(notebook, "REACTIVE")
-    assert reactive["turns"] == [1, 2, 3, 4, 5, 6], "the table stops at turn 6"
-    assert reactive["error"] == "ContextWindowOverflowException" and reactive["is_overflow"], reactive
-    assert reactive["last"]["SDK warning"].startswith("ERROR: Summarization failed: Input is too long for the offline model")
-    assert reactive["last"]["reply"].startswith("ContextWindowOverflowException: Input is too long"), reactive["last"]
-    assert "overflows too" in ledger_text(notebook), "the ledger's row for the error that reached the code"
-
-
-def test_exercise_5_auto_acts_earlier_on_a_smaller_window(tmp_path, workspace_root):
-    notebook = replay(tmp_path, {"workspace": "ex_05e", "auto_window": 850})
-    assert checks_held(notebook), ledger_text(notebook)
-    text = shown(notebook)
-    assert "0.85 × 850 tokens = 722 tokens" in text or "0.85 × 850 tokens = 723 tokens" in text
-    assert "summary calls: 4, at turns 4, 5, 6, 7; turns over 85% with no summary call: 2, 3" in text
-    assert re.search(r"messages sent to the summarizer\s+\d+\s+8\s*$", text, re.MULTILINE), "4 calls of 2 messages"
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_05bad", "interactive": False, **parameters})

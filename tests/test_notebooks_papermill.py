@@ -44,8 +44,8 @@ REPLAYS = [
     (
         "05_summarization.ipynb",
         {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX",
-         "summary_ratio": 0.9, "preserve_recent_messages": 1, "reactive_limit": 50, "auto_window": 880, "interactive": False},
-        "firing_threshold = 0.0001 of 300,000 tokens = 30 tokens",
+         "small_window": 10_000, "preserve_recent_messages": 1, "interactive": False},
+        "firing_threshold: 0.0001 × 300,000 = 30 tokens",
     ),
     (
         "06_vector_recall.ipynb",

@@ -30,7 +30,7 @@ from companion.support.messages import (
     summary_request_kind,
 )
 
-__all__ = ["CallLog", "captured_log", "sdk_selection",
+__all__ = ["CallLog", "captured_log", "sdk_selection", "sent_to_summarizer",
            "summary_calls_per_turn", "turn_of_calls"]
 
 T = TypeVar("T", bound=BaseModel)
@@ -108,6 +108,21 @@ class CallLog(WrappedModel):
             raise
         record["outcome"] = "ok"
 
+
+
+def sent_to_summarizer(messages: Messages) -> list[tuple[str, str]] | None:
+    """What a summary call hands the model to summarize, as (role, text) per message, in order; None for any other call.
+
+    The SDK's summarizing manager sends the messages themselves, then "Please summarize this conversation."; a
+    ``<content>`` request (the context manager's, and ConverseSummarizingConversationManager's) wraps them in one user
+    message.
+    """
+    kind = summary_request_kind(messages)
+    if kind == "manager":
+        return [(message["role"], message_text(message)) for message in messages[:-1]]
+    if kind == "context":
+        return content_summary_parts(messages[0])
+    return None
 
 
 def summary_calls_per_turn(calls: list[dict[str, Any]], turns: int) -> list[list[dict[str, Any]]]:

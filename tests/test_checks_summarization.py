@@ -1,0 +1,115 @@
+"""Notebook 05's checks (companion/checks/summarization.py), each shown failing on a broken copy of the recorded run."""
+
+from __future__ import annotations
+
+import copy
+
+from checks_harness import check_suite
+
+from companion.checks import summarization
+
+
+def run(record, name):
+    return record["runs"][name]
+
+
+def turn_calls(calls):
+    """Indexes of the answered turn calls, in order (turn 1 first)."""
+    return [i for i, call in enumerate(calls) if call["kind"] == "turn" and call["answered"]]
+
+
+def summary_at(calls, turn):
+    """Index of the first summary call of `turn` (the summary calls just before that turn's answered call)."""
+    start = turn_calls(calls)[turn - 2] + 1 if turn > 1 else 0
+    return next(i for i in range(start, len(calls)) if calls[i]["kind"] == "summary")
+
+
+def drop_summary(record, name, turn):
+    calls = record["runs"][name]["calls"] if name != "sdk" else record["sdk"]["calls"]
+    del calls[summary_at(calls, turn)]
+
+
+def add_summary(record, name, turn):
+    """A summary call before `turn`'s own call: one message sent (the oldest), one message kept for it."""
+    calls = run(record, name)["calls"]
+    at = turn_calls(calls)[turn - 1]
+    first = calls[at]["roles"][0]
+    calls.insert(at, {"kind": "summary", "roles": ["user"], "sent": [[first, "an old message"]],
+                      "reply": "## Conversation Summary", "answered": True})
+
+
+def alternate(record):
+    for call in record["sdk"]["calls"]:
+        call["roles"] = [["user", "assistant"][i % 2] for i in range(len(call["roles"]))]
+
+
+def keep_everything(record):
+    """A summary that kept every prompt it folded, word for word."""
+    role, text = run(record, "firing")["summary"]
+    run(record, "firing")["summary"] = [role, text + "\n" + "\n".join(record["prompts"])]
+
+
+BREAKAGES = {
+    # an SDK whose proactive default moved
+    "proactive_compression=True sets the SDK's default threshold, 0.7; without it there is none":
+        lambda r: r["default_threshold"].update(with_true=0.8),
+    # a manager that skipped a turn over the threshold
+    "firing: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
+        lambda r: drop_summary(r, "firing", 2),
+    # a manager that fired a turn early, under the threshold
+    "small: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
+        lambda r: add_summary(r, "small", 3),
+    # a manager that fired although no turn reached the threshold
+    "quiet: no turn's projection reaches the threshold, and no summary call comes":
+        lambda r: add_summary(r, "quiet", 7),
+    # a manager that summarized on turn 1, far under the threshold
+    "in every run, no summary call on a turn under the threshold":
+        lambda r: add_summary(r, "firing", 1),
+    # a quiet run that held one message a call: a window, not a threshold, kept it small
+    "not message count: the firing run summarized holding fewer messages than the quiet run held without a summary":
+        lambda r: [call.update(roles=["user"]) for call in run(r, "quiet")["calls"]],
+    # the small window's first summary call a turn after its first turn over the threshold
+    "the same threshold fires on the smaller window, never on the larger one":
+        lambda r: drop_summary(r, "small", 4),
+    # a counter that also counted the call that re-summarized the previous summary
+    "firing: removed_message_count counts the messages folded, not the previous summary sent again":
+        lambda r: run(r, "firing").update(removed=run(r, "firing")["removed"] + 1),
+    "a summary call that received only the previous summary folded nothing, and the counter did not count it":
+        lambda r: run(r, "firing").update(removed=run(r, "firing")["removed"] + 1),
+    # a summary inserted as the assistant's
+    "the summary is a user-role message":
+        lambda r: run(r, "firing")["summary"].__setitem__(0, "assistant"),
+    # a summary that is not what the model answered (written by hand, or edited after the call)
+    "the model wrote it: its text is the reply to the last summary call":
+        lambda r: run(r, "firing")["summary"].__setitem__(1, "## Conversation Summary\n* Nothing to report."),
+    "it kept the codename and lost facts: folded prompts with none of their words in it": keep_everything,
+    # the SDK's own manager skipping a turn over the threshold
+    "the SDK: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
+        lambda r: drop_summary(r, "sdk", 4),
+    # an SDK whose manager already alternates roles: the subclass would be needless
+    "the SDK's own manager sends requests with two user messages in a row": alternate,
+    # the lesson's manager sending the summary before a kept prompt, as the SDK's does
+    "every request of the lesson's runs starts with the user's message and alternates roles":
+        lambda r: run(r, "firing")["calls"][-1]["roles"].__setitem__(1, "user"),
+}
+
+
+def never_fires(record):
+    """Another valid run: a firing threshold that seven turns never reach, so the summary checks are skipped."""
+    for name in ("firing", "small"):
+        calls = run(record, name)["calls"]
+        run(record, name).update(calls=[c for c in calls if c["kind"] == "turn"], threshold=0.5, removed=0,
+                                 summary=None)
+    record["sdk"].update(calls=[c for c in record["sdk"]["calls"] if c["kind"] == "turn"], threshold=0.5)
+
+
+globals().update(check_suite(summarization, "05_summarization", BREAKAGES, {"never fires": never_fires}))
+
+
+def test_the_sdk_run_is_the_sdks_own_manager():
+    from checks_harness import load_record
+
+    record = copy.deepcopy(load_record("05_summarization"))
+    assert record["sdk"]["manager"] == "SummarizingConversationManager"
+    assert {run(record, name)["manager"] for name in ("quiet", "firing", "small")} == {
+        "ConverseSummarizingConversationManager"}

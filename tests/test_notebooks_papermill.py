@@ -50,7 +50,8 @@ REPLAYS = [
     (
         "06_vector_recall.ipynb",
         {"workspace": "pm_06", "query": "when should I schedule a call with them?", "top_k": 12, "min_score": -1.0},
-        "injected: 5 memories; the first is 'The user is on call every third week.'",
+        "memories in the call: 5\nthe user message the model received:\nwhen should I schedule a call with them?\n\n\n"
+        "<memory>\n<entry source=\"user-memory\">The user is on call every third week.</entry>",
     ),
     (
         "07_cost_of_remembering.ipynb",

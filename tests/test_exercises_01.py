@@ -1,94 +1,69 @@
-"""Notebook 01's exercises, replayed: each solution's code runs after the notebook, each parameter change through
-papermill, and the notebook's own checks still pass; bad parameters stop it before its workspace is reset."""
+"""Notebook 01's exercises, replayed: one run with exercise 2's parameter (writers = 3) and the solutions of exercises
+1 and 3 appended, then "Check yourself" once more (the exercises write to folders of their own, so the ledger still
+holds); bad parameters stop the notebook before its workspace is reset, each in a run of its own."""
 
 from __future__ import annotations
-
-import json
-from pathlib import Path
 
 import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run_once, solution_code
 
 NAME = "01_restart_test.ipynb"
 
 
-def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbformat.NotebookNode:
-    return notebook_runs.run(NAME, tmp_path, parameters, extra_cells)
-
-
-FILES_BEFORE = "print('files before:', len(message_files(storage_dir, session_id)))"
+def check_cell(notebook: nbformat.NotebookNode) -> str:
+    """The source of the notebook's "Check yourself" code cell."""
+    (source,) = [c.source for c in notebook.cells if c.cell_type == "code" and "restart_test.claims" in c.source]
+    return source
 
 
 @pytest.fixture(scope="module")
-def with_solutions(tmp_path_factory):
-    """One run of the notebook with the solutions of exercises 3, 1, 2 and 5 appended, each in a new cell after
-    "Check yourself": exercise 3 first (it reads the session's first reply before exercises 1 and 2 add turns to that
-    session; it writes nothing), exercise 5 last (it repairs the crash sessions, which no other solution touches)."""
-    first, second, third, fifth = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
-    result, workspace = notebook_runs.run_once(tmp_path_factory, NAME, {"workspace": "ex_01a"},
-                                               [third, FILES_BEFORE, first, second, fifth])
-    return result, workspace, third
+def exercises_run(tmp_path_factory):
+    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
+    solutions = solution_code(notebook)
+    assert len(solutions) == 2, "the solutions of exercises 1 and 3"
+    result, root = run_once(tmp_path_factory, NAME, {"workspace": "ex_01", "writers": 3},
+                            [*solutions, check_cell(notebook)])
+    return result, root
 
 
-def test_code_exercises_1_and_2(with_solutions):
-    result, workspace_root, _ = with_solutions
+def one_line(text: str) -> str:
+    """The ledger's evidence as one line, whatever its wrapping."""
+    return " ".join(text.split())
+
+
+def test_exercise_1_a_session_of_your_own(exercises_run):
+    result, _ = exercises_run
     text = printed(result)
-    assert checks_held(result), ledger_text(result)
-    assert "files before: 4\n8\n" in text, "exercise 1: 8 message files where Phase 2 left 4"
-    replies = [line for line in text.splitlines() if line.startswith("reply: ")]
-    assert replies[-1] == "reply: Your name is Pin and your favorite number is 7.", "exercise 2: 7 comes back"
-    assert "reply: Your name is Pin and your favorite number is 42." in replies, "where Phase 2 answered 42"
-    assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_01a"]
+    assert "reply: Your name is Pin and your favorite number is 7." in text, "the latest statement wins"
+    assert "message files: 6" in text, "three turns, two files each"
+    assert "reply: Your name is Pin and your favorite number is 42." in text, "where the lesson's recall said 42"
 
 
-def exercise_3_fields(result: nbformat.NotebookNode, source: str) -> dict:
-    """The JSON line the exercise 3 solution (the cell `source`) printed."""
-    return json.loads(notebook_runs.cell_stdout(result, source).strip().splitlines()[-1])
+def test_exercise_2_three_writers(exercises_run):
+    result, _ = exercises_run
+    ledger = one_line(ledger_text(result))
+    assert "table vs recount: {'no-lock': 4, 'with-lock': 0}" in ledger, "4 lost without the lock, 0 with it"
+    assert "restored by each writer: [2, 4, 6]" in ledger
+    assert "each writer's (restored, now): [(2, 4), (2, 4), (2, 4)]; 4 message files; writer prompts on disk " \
+           "under ids [2]" in ledger, "1 of the 3 writer prompts on disk without the lock"
+    table = printed(result, plain=True)
+    assert "[2, 2, 2]" in table and "[2, 4, 6]" in table, "the lesson's table: what each writer restored"
 
 
-def test_code_exercise_3_run_twice(with_solutions, tmp_path, workspace_root):
-    """Exercise 3 compares two runs of the notebook: the timestamps and the tracking id change, the rest stays. The
-    first run is the shared one above; the second is a run of its own, after it."""
-    earlier, _, third = with_solutions
-    later = run(tmp_path, {"workspace": "ex_01c"}, [third])
-    runs = []
-    for result in (earlier, later):
-        assert checks_held(result), ledger_text(result)
-        runs.append(exercise_3_fields(result, third))
-    first, second = runs
-    assert set(first) == {"message_id", "role", "text", "tracking_id", "created_at", "updated_at"}
-    for field in ("created_at", "updated_at", "tracking_id"):
-        assert first[field] != second[field], f"{field} changes on a second run"
-    assert first["created_at"] < second["created_at"], "the second run's message is newer"
-    for field in ("message_id", "role", "text"):
-        assert first[field] == second[field], f"{field} stays the same"
-    assert (first["message_id"], first["role"]) == (1, "assistant")
-    assert first["text"] == "Noted: your name is Pin and your favorite number is 42."
-
-
-def test_exercise_4_three_writers(tmp_path, workspace_root):
-    result = run(tmp_path, {"workspace": "ex_01b", "writers": 3})
+def test_exercise_3_a_damaged_file(exercises_run):
+    result, _ = exercises_run
     text = printed(result)
-    assert checks_held(result), ledger_text(result)
-    ledger = " ".join(ledger_text(result).split())  # the evidence as one line, whatever its wrapping
-    assert "table vs recount: [4, 0]" in ledger, "4 new messages lost without the lock, 0 with it"
-    assert "message files 4, 2 of them from before the writers; writer prompts on disk under ids [2]" in ledger, (
-        "1 of the 3 writer prompts on disk without the lock")
-    assert "new messages lost 0; writer prompts under ids [2, 4, 6]" in ledger, "all 3 with it"
-    assert "writer-c: messages restored: 2" in text
-    assert "messages restored by each writer, sorted: [2, 4, 6]" in text
+    assert "SessionException: Invalid JSON in file" in text and "message_1.json" in text
 
 
-def test_code_exercise_5_nothing_left_to_repair(with_solutions):
-    """A second repair writes nothing: the repaired session ends with an answer, the copy with a user message."""
-    result, _, _ = with_solutions
+def test_check_yourself_again_after_the_exercises_still_holds(exercises_run):
+    result, root = exercises_run
+    assert len(notebook_runs.LEDGER_HEADLINE.findall(ledger_text(result))) == 2, "the ledger, then again"
     assert checks_held(result), ledger_text(result)
-    assert "repair wrote: ['message_2.json', 'message_3.json']" in printed(result), "the baseline: two files"
-    (output,) = [o for o in result.cells[-1].outputs if o.get("name") == "stdout"]
-    assert output["text"].splitlines() == ["crash-demo [] 8", "crash-as-is [] 5"]
+    assert sorted(p.name for p in root.iterdir()) == ["ex_01"], "everything inside the notebook's own workspace"
 
 
 @pytest.mark.parametrize("parameters, message", [
@@ -102,5 +77,5 @@ def test_bad_parameters_stop_before_the_reset(tmp_path, workspace_root, paramete
     kept.parent.mkdir()
     kept.write_text("from an earlier run")
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        run(tmp_path, {"workspace": "ex_01_bad", **parameters})
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_01_bad", **parameters})
     assert [p.name for p in kept.parent.iterdir()] == ["keep.txt"], "the workspace was not emptied, nothing was written"

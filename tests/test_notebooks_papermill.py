@@ -22,7 +22,7 @@ REPLAYS = [
         "01_restart_test.ipynb",
         {"workspace": "pm_01", "session_id": "papermill-restart", "other_session_id": "nobody", "user_name": "Ada", "favorite_number": 7,
          "writers": 4},
-        "messages restored by each writer, sorted: [2, 4, 6, 8]",
+        "restored by each writer: [2, 4, 6, 8]",
     ),
     (
         "02_agent_json_anatomy.ipynb",

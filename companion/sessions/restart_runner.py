@@ -1,8 +1,9 @@
 """The restart test: one session, two real OS processes that share nothing but a session directory.
 
-`run_phase("plant", ...)` and `run_phase("recall", ...)` each start a fresh Python interpreter that runs
-:func:`phase` below and exits. Notebook 01 prints :func:`phase`'s source, because those few Strands lines
-are the lesson.
+Notebook 01 writes its own program to a file (a model, a `FileSessionManager`, an `Agent`, one prompt) and
+:func:`run_program` runs that file in a fresh Python interpreter, once per phase. `run_phase` does the same with
+:func:`phase` below, the program the tests use; :func:`kill_during_tool` runs :func:`tool_phase`, whose tool never
+returns, and kills it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from companion.support.paths import REPO_ROOT
@@ -123,6 +125,53 @@ def run_phase(
         last = stderr.strip().splitlines()[-1] if stderr.strip() else "(no error output)"
         raise PhaseFailed(f"The phase process exited with status {process.returncode}: {last}\n\n{stderr}")
     return PhaseResult(process.pid, process.returncode, stdout, stderr)
+
+
+@dataclass(frozen=True)
+class ProgramRun:
+    """One run of a program file in a process of its own: its process id, the program's path and its arguments, its
+    exit status, what it printed, and the UTC times (ISO 8601) taken just before it started and just after it ended."""
+
+    pid: int
+    program: str
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    started: str
+    ended: str
+
+
+def run_program(program: str | os.PathLike, *args: object, timeout: float = 300) -> ProgramRun:
+    """Run `python <program> <args>` in a new process, in the program's folder, and wait for it to exit.
+
+    The program must be a file inside the workspace root. Each argument is passed as its `str`. The process gets the
+    kernel's environment, with the workbook on its import path; it shares no variable with the caller. A process that
+    exits with an error raises PhaseFailed, with what it printed to stderr.
+    """
+    from companion.support.workspace import inside_root
+
+    given = os.path.abspath(program)
+    path = inside_root(os.path.dirname(given)) / os.path.basename(given)
+    if path.is_symlink() or not path.is_file():
+        raise FileNotFoundError(f"No program file {path}: write it first (nothing was run).")
+    arguments = tuple(str(arg) for arg in args)
+    env = dict(os.environ, PYTHONPATH=_package_parent(), PYTHONIOENCODING="utf-8")
+    started = datetime.now(UTC)
+    process = subprocess.Popen([sys.executable, str(path), *arguments], cwd=path.parent, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        raise PhaseFailed(f"{path.name} did not finish within {timeout} s.\n{stderr}") from None
+    ended = datetime.now(UTC)
+    if process.returncode != 0:
+        last = stderr.strip().splitlines()[-1] if stderr.strip() else "(no error output)"
+        raise PhaseFailed(f"{path.name} exited with status {process.returncode}: {last}\n\n{stderr}")
+    return ProgramRun(process.pid, str(path), arguments, process.returncode, stdout, stderr, started.isoformat(),
+                      ended.isoformat())
 
 
 def kill_during_tool(

@@ -1,0 +1,272 @@
+"""Notebook 01's ledger: a fact crosses from one OS process to another in a session's files, checked on disk.
+
+The evidence never comes from the lesson's printed tables. The processes are known by what started them (process id,
+command line, exit status, the times around each run); the sessions by their files, read again here (names, message
+ids, roles, texts, the times the SDK wrote into them, SHA-256 of their bytes); the crash by what the model received
+(a `MeteredModel` inside each resumed agent) and by Converse's rules applied again to those requests
+(`companion.models.converse_rules.violations`, a second method beside the refusal the lesson caught).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from companion.checks import save_record
+from companion.models.converse_rules import rule_rows, violations
+from companion.sessions.session_files import block_kind, message_files, read_json, session_dir
+from companion.support.ledger import Ledger
+from companion.support.messages import message_text
+
+CLAIMS = {
+    "C1": "a fact crosses from one OS process to another in the session's files",
+    "S1": "a new process restores the session's files into agent.messages and answers from them",
+    "S2": "session.json, agent.json and one file per message: each turn adds two",
+    "S3": "another session id gets an empty folder of its own and sees neither fact",
+    "S4": "two writers without a lock lose a turn without an error; with a lock none is lost",
+    "S5": "a toolUse left by a crash is refused as it is; repaired in the files first, the session goes on",
+}
+
+
+def _process(run: Any) -> dict[str, Any]:
+    return {"pid": run.pid, "program": run.program, "args": list(run.args), "returncode": run.returncode, "stdout": run.stdout,
+            "started": run.started, "ended": run.ended}
+
+
+def _message(path: Path) -> dict[str, Any]:
+    """One message file as the checks read it: its name, id, role, words, blocks, times and bytes."""
+    data = read_json(path)
+    message = data["message"]
+    blocks = [block for block in message.get("content") or [] if isinstance(block, dict)]
+    return {
+        "file": path.name,
+        "id": data["message_id"],
+        "role": message["role"],
+        "text": message_text(message),
+        "blocks": [block_kind(block) for block in blocks],
+        "tool_use_ids": [b["toolUse"].get("toolUseId") for b in blocks if "toolUse" in b],
+        "tool_results": [{"id": b["toolResult"].get("toolUseId"), "status": b["toolResult"].get("status"),
+                          "text": " ".join(c.get("text", "") for c in b["toolResult"].get("content") or [])}
+                         for b in blocks if "toolResult" in b],
+        "created_at": data["created_at"],
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+    }
+
+
+def _session(storage_dir: Path, session_id: str) -> dict[str, Any]:
+    folder = session_dir(storage_dir, session_id)
+    return {"exists": folder.is_dir(),
+            "files": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()),
+            "messages": [_message(path) for path in message_files(storage_dir, session_id)]}
+
+
+def _plain(value: Any) -> Any:
+    """What the model received, as JSON data (the record is a JSON file)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def record(processes: dict[str, Any], storage_dir: Path, session_ids: list[str], *, facts: list[str],
+           shared_dir: Path, writer_prompts: dict[str, str], writer_runs: dict[str, dict[str, Any]],
+           writer_rows: list[dict[str, Any]], crash_dir: Path, killed: Any, left: dict[str, str],
+           agents: dict[str, Any], refusal: BaseException | None, workspace_dir: Path) -> dict[str, Any]:
+    """The evidence of notebook 01's run.
+
+    `processes` maps "plant", "recall" and "other" to what `run_program` returned; `session_ids` is the lesson's id and
+    the other id. The writers: their prompts, what each writer process printed per shared session, and the lesson's
+    table (only to check it against a recount). The crash: what `kill_during_tool` returned, the SHA-256 of the files
+    it left (taken right after the kill), the resumed agents ("as-is" and "crash", each on a `MeteredModel`) and the
+    error the as-is call raised.
+    """
+    session_id, other_id = session_ids
+    return save_record({
+        "kernel_pid": os.getpid(),
+        "facts": facts,
+        "session_id": session_id,
+        "other_session_id": other_id,
+        "processes": {name: _process(run) for name, run in processes.items()},
+        "sessions": {sid: _session(storage_dir, sid) for sid in (session_id, other_id)},
+        "writers": {
+            "prompts": writer_prompts,
+            "stdout": {sid: {name: run.stdout for name, run in runs.items()} for sid, runs in writer_runs.items()},
+            "sessions": {sid: _session(shared_dir, sid)["messages"] for sid in writer_runs},
+            "table": {row["session"]: row["messages lost"] for row in writer_rows},
+        },
+        "crash": {
+            "returncode": killed.returncode,
+            "tool_started": (Path(crash_dir).parent / "tool-started-crash").exists(),
+            "left": left,
+            "sessions": {sid: _session(crash_dir, sid)["messages"] for sid in agents},
+            "requests": {sid: [{"messages": _plain(e["messages"]), "answered": e["answered"]}
+                               for e in agent.model.exchanges] for sid, agent in agents.items()},
+            "refusal": None if refusal is None else f"{type(refusal).__name__}: {refusal}",
+            "alternation": {row["rule"]: row["Bedrock says"] for row in rule_rows()}["alternating-roles"],
+        },
+    }, workspace_dir)
+
+
+def _when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp)
+
+
+def _ids_during(messages: list[dict[str, Any]], run: dict[str, Any]) -> list[int]:
+    """The message ids whose files were created while `run`'s process ran."""
+    return [m["id"] for m in messages if _when(run["started"]) < _when(m["created_at"]) < _when(run["ended"])]
+
+
+def _has_all(text: str, facts: list[str]) -> bool:
+    return all(fact in text for fact in facts)
+
+
+def _has_any(text: str, facts: list[str]) -> bool:
+    return any(fact in text for fact in facts)
+
+
+def _reported(stdout: str) -> tuple[int, int] | None:
+    """(messages restored, messages now) as a writer process printed them."""
+    restored, now = re.search(r"messages restored: (\d+)", stdout), re.search(r"messages now: (\d+)", stdout)
+    return (int(restored.group(1)), int(now.group(1))) if restored and now else None
+
+
+def _users_in_a_row(messages: list[dict[str, Any]]) -> bool:
+    return any(a["role"] == b["role"] == "user" for a, b in zip(messages, messages[1:]))
+
+
+def claims(record: dict[str, Any]) -> Ledger:
+    """Every check of notebook 01, decided from `record` alone."""
+    ledger = Ledger(claims=CLAIMS)
+    facts = record["facts"]
+    plant, recall, other = (record["processes"][name] for name in ("plant", "recall", "other"))
+    stored = record["sessions"][record["session_id"]]
+    by_id = {m["id"]: m for m in stored["messages"]}
+    first, reply = by_id.get(0, {"text": "", "created_at": plant["ended"]}), by_id.get(3, {"role": "", "text": ""})
+
+    pids = {plant["pid"], recall["pid"], record["kernel_pid"]}
+    ledger.check("C1", "two OS processes, neither of them this kernel; the second started after the first exited",
+                 evidence=f"{len(pids)} distinct process ids (plant, recall, this kernel); exit codes "
+                          f"{plant['returncode']}, {recall['returncode']}; the second started after the first "
+                          f"ended: {_when(recall['started']) > _when(plant['ended'])}",
+                 holds=len(pids) == 3 and plant["returncode"] == recall["returncode"] == 0
+                 and _when(recall["started"]) > _when(plant["ended"]))
+    ledger.check("C1", "the second process was given no fact: the same program, backend, id and folder, and a "
+                       "question holding neither fact",
+                 evidence=f"the same program: {recall['program'] == plant['program']}, the same arguments but "
+                          f"the last: {recall['args'][:-1] == plant['args'][:-1]}; its prompt: {recall['args'][-1]!r}",
+                 holds=recall["program"] == plant["program"] and recall["args"][:-1] == plant["args"][:-1]
+                 and not _has_any(recall["args"][-1], facts))
+    ledger.check("C1 S2", "the facts were in a file before the second process started: message_0.json",
+                 evidence=f"message_0.json, written before the second process started "
+                          f"({_when(first['created_at']) < _when(recall['started'])}): {first['text']!r}",
+                 holds=_has_all(first["text"], facts) and _when(first["created_at"]) < _when(recall["started"]))
+    ledger.check("C1 S1", "the second process's reply, saved as message_3.json, gives both facts",
+                 evidence=f"message_3.json ({reply['role']}): {reply['text']!r}",
+                 holds=reply["role"] == "assistant" and _has_all(reply["text"], facts)
+                 and 3 in _ids_during(stored["messages"], recall))
+    before = [m["id"] for m in stored["messages"] if _when(m["created_at"]) < _when(recall["started"])]
+    reported = re.search(r"messages restored: (\d+)", recall["stdout"])
+    ledger.check("S1", "the second process restored every message on disk when it started",
+                 evidence=f"it reported {reported.group(1) if reported else None} restored; message files "
+                          f"written before it started: {before}",
+                 holds=reported is not None and int(reported.group(1)) == len(before) > 0)
+
+    names = [f"messages/message_{i}.json" for i in range(len(stored["messages"]))]
+    ledger.check("S2", "the session folder holds session.json, agent.json and one file per message",
+                 evidence=f"{[name.rsplit('/', 1)[-1] for name in stored['files']]}; roles "
+                          f"{[m['role'] for m in stored['messages']]}",
+                 holds=sorted(stored["files"]) == sorted(["session.json", "agents/agent_default/agent.json"]
+                                                         + [f"agents/agent_default/{n}" for n in names])
+                 and [m["role"] for m in stored["messages"]] == ["user", "assistant"] * 2)
+    ledger.check("S2", "each turn added two message files: 0 and 1 by the first process, 2 and 3 by the second",
+                 evidence=f"message ids by the creation time in each file: while the first ran "
+                          f"{_ids_during(stored['messages'], plant)}, while the second ran "
+                          f"{_ids_during(stored['messages'], recall)}",
+                 holds=_ids_during(stored["messages"], plant) == [0, 1]
+                 and _ids_during(stored["messages"], recall) == [2, 3])
+
+    theirs = record["sessions"][record["other_session_id"]]
+    ledger.check("S3", "another session id got a folder of its own; its first message is its own question",
+                 evidence=f"{len(theirs['messages'])} message files, written while it ran: "
+                          f"{_ids_during(theirs['messages'], other)}; the first: "
+                          f"{theirs['messages'][0]['text'] if theirs['messages'] else None!r}; files of the first id "
+                          f"written meanwhile: {_ids_during(stored['messages'], other)}",
+                 holds=theirs["exists"] and _ids_during(theirs["messages"], other) == [0, 1]
+                 and theirs["messages"][0]["text"] == recall["args"][-1] == other["args"][-1]
+                 and _ids_during(stored["messages"], other) == [])
+    answer = theirs["messages"][1]["text"] if len(theirs["messages"]) > 1 else ""
+    ledger.check("S3", "its reply gives neither fact, where the same question on the first id gave both",
+                 evidence=f"its message_1.json: {answer!r}",
+                 holds=len(theirs["messages"]) == 2 and not _has_any(answer, facts) and _has_all(reply["text"], facts))
+
+    writers = record["writers"]
+    count, prompts = len(writers["prompts"]), list(writers["prompts"].values())
+    recount = {}
+    for sid, lock in [("no-lock", False), ("with-lock", True)]:
+        messages = writers["sessions"][sid]
+        recount[sid] = 2 + 2 * count - len(messages)
+        at = [m["id"] for m in messages if m["role"] == "user" and m["text"] in prompts]
+        said = [_reported(out) for out in writers["stdout"][sid].values()]
+        if not lock:
+            ledger.check("S4", "without a lock every writer reported its turn added, yet one turn reached disk",
+                         evidence=f"each writer's (restored, now): {said}; {len(messages)} message files; writer "
+                                  f"prompts on disk under ids {at}",
+                         holds=len(said) == count and all(s == (2, 4) for s in said)
+                         and len(messages) == 4 and at == [2])
+        else:
+            named = [m["id"] + 1 < len(messages) and messages[m["id"] + 1]["role"] == "assistant"
+                     and messages[m["id"]]["text"].rstrip(".").split()[-1] in messages[m["id"] + 1]["text"]
+                     for m in messages if m["id"] in at]
+            ledger.check("S4", "with the lock none was lost: every prompt on disk, each followed by its reply",
+                         evidence=f"restored by each writer: {sorted(s[0] for s in said if s)}; {len(messages)} "
+                                  f"message files; writer prompts under ids {at}, each followed by a reply "
+                                  f"naming its fact: {named}",
+                         holds=len(messages) == 2 + 2 * count and at == [2 + 2 * i for i in range(count)]
+                         and all(named) and sorted(s[0] for s in said if s) == [2 + 2 * i for i in range(count)])
+    ledger.equal("S4", "the table's messages lost agree with a recount from the files",
+                 observed=writers["table"], expected=recount, what="table vs recount")
+
+    crash = record["crash"]
+    ledger.check("S5", "the crash process was killed (SIGKILL) while its tool ran",
+                 evidence=f"exit status {crash['returncode']}; the tool's marker file exists: {crash['tool_started']}",
+                 holds=crash["returncode"] == -9 and crash["tool_started"])
+    repaired = crash["sessions"]["crash"]
+    kept = [m for m in repaired if crash["left"].get(m["file"]) == m["sha256"]]
+    last = kept[-1] if kept else {"role": "", "blocks": [], "tool_use_ids": []}
+    ledger.check("S5", "it left the question and the assistant's toolUse, with no result",
+                 evidence=f"files it left: {sorted(crash['left'])}; the last: {last['role']}, {last['blocks']}",
+                 holds=sorted(crash["left"]) == ["message_0.json", "message_1.json"] and len(kept) == 2
+                 and kept[0]["role"] == "user" and last["role"] == "assistant" and len(last["tool_use_ids"]) == 1
+                 and not any(m["tool_results"] for m in kept))
+    sent = crash["requests"]["as-is"][0] if crash["requests"]["as-is"] else {"messages": [], "answered": True}
+    broken = [rule for rule, _ in violations(sent["messages"])]
+    ledger.check("S5", "restored as it is, the next request sent two user messages in a row and was refused",
+                 evidence=f"roles at the model {[m['role'] for m in sent['messages']]}, answered "
+                          f"{sent['answered']}, breaks {broken}; Converse's text in the error: "
+                          f"{crash['alternation'] in (crash['refusal'] or '')}",
+                 holds=_users_in_a_row(sent["messages"]) and not sent["answered"] and "alternating-roles" in broken
+                 and crash["alternation"] in (crash["refusal"] or ""))
+    tool_ids = last["tool_use_ids"]
+    added = repaired[2:4]
+    results = added[0]["tool_results"] if added else []
+    ledger.check("S5", "the repair wrote an error toolResult for that toolUse, then the assistant's message",
+                 evidence="; ".join(f"{m['file']}: {m['role']}, {', '.join(m['blocks'])}" for m in added)
+                          + f"; results for {[r['id'] for r in results]}: {[r['status'] for r in results]}",
+                 holds=len(added) == 2 and added[0]["role"] == "user" and added[1]["role"] == "assistant"
+                 and [r["id"] for r in results] == tool_ids and all(r["status"] == "error" for r in results)
+                 and bool(added[1]["text"].strip()))
+    resumed = crash["requests"]["crash"]
+    ledger.check("S5", "after the repair every request was answered and broke none of Converse's rules",
+                 evidence=f"{len(resumed)} requests, answered {[r['answered'] for r in resumed]}; rules broken "
+                          f"{[[rule for rule, _ in violations(r['messages'])] for r in resumed]}; the last file: "
+                          f"{repaired[-1]['role'] if repaired else None}, {repaired[-1]['text'] if repaired else ''!r}",
+                 holds=bool(resumed) and all(r["answered"] and not violations(r["messages"]) for r in resumed)
+                 and bool(repaired) and repaired[-1]["role"] == "assistant" and "VEGA" in repaired[-1]["text"])
+    same = {name: any(m["file"] == name and m["sha256"] == digest for m in repaired)
+            for name, digest in crash["left"].items()}
+    ledger.check("S5", "the repair changed no file the crash left",
+                 evidence=f"SHA-256 now equals SHA-256 right after the crash: {same}",
+                 holds=bool(same) and all(same.values()))
+    return ledger

@@ -1,0 +1,94 @@
+"""Notebook 01's checks (companion/checks/restart_test.py), each shown failing on a broken copy of the recorded run."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from checks_harness import check_suite
+
+from companion.checks import restart_test
+
+
+def later(stamp: str, seconds: float) -> str:
+    return (datetime.fromisoformat(stamp) + timedelta(seconds=seconds)).isoformat()
+
+
+def stored(record):
+    return record["sessions"][record["session_id"]]["messages"]
+
+
+def theirs(record):
+    return record["sessions"][record["other_session_id"]]["messages"]
+
+
+def crash(record, session="crash"):
+    return record["crash"]["sessions"][session]
+
+
+def writer_said(record, session, name, text):
+    record["writers"]["stdout"][session][name] = text
+
+
+def lose_the_last_reply(record):
+    record["writers"]["sessions"]["with-lock"].pop()
+
+
+def the_crash_left_the_result_too(record):
+    kept = crash(record)[2]
+    record["crash"]["left"][kept["file"]] = kept["sha256"]
+
+
+BREAKAGES = {
+    # the two processes overlapped: the second started before the first had exited
+    "two OS processes, neither of them this kernel; the second started after the first exited":
+        lambda r: r["processes"]["recall"].update(started=later(r["processes"]["plant"]["ended"], -0.5)),
+    # the second process was told the facts on its command line
+    "the second process was given no fact: the same program, backend, id and folder, and a question holding neither fact":
+        lambda r: r["processes"]["recall"]["args"].__setitem__(-1, "I am Pin and I like 42. What is my name?"),
+    # the plant wrote its message only after the second process had started
+    "the facts were in a file before the second process started: message_0.json":
+        lambda r: stored(r)[0].update(created_at=later(r["processes"]["recall"]["started"], 0.1)),
+    # a second process that restored nothing could not answer
+    "the second process's reply, saved as message_3.json, gives both facts":
+        lambda r: stored(r)[3].update(text="I cannot see your name or your favorite number in this conversation."),
+    "the second process restored every message on disk when it started":
+        lambda r: r["processes"]["recall"].update(stdout="messages restored: 0\nreply: ?\nmessages now: 2\n"),
+    # a session whose agent.json was never written
+    "the session folder holds session.json, agent.json and one file per message":
+        lambda r: r["sessions"][r["session_id"]]["files"].remove("agents/agent_default/agent.json"),
+    # the first turn's reply written by the second process: one file, then three
+    "each turn added two message files: 0 and 1 by the first process, 2 and 3 by the second":
+        lambda r: stored(r)[1].update(created_at=later(r["processes"]["recall"]["started"], 0.1)),
+    # a session manager that ignored the id and restored the first session
+    "another session id got a folder of its own; its first message is its own question":
+        lambda r: theirs(r)[0].update(text=stored(r)[0]["text"]),
+    # another id that still answered: a leak between sessions
+    "its reply gives neither fact, where the same question on the first id gave both":
+        lambda r: theirs(r)[1].update(text="Your name is Pin and your favorite number is 42."),
+    # without a lock, the second writer restored the first's turn: no race, nothing lost
+    "without a lock every writer reported its turn added, yet one turn reached disk":
+        lambda r: writer_said(r, "no-lock", "writer-2", "messages restored: 4\nreply: ok\nmessages now: 6\n"),
+    "with the lock none was lost: every prompt on disk, each followed by its reply":
+        lose_the_last_reply,
+    # a table that counted the files before the writers as lost
+    "the table's messages lost agree with a recount from the files":
+        lambda r: r["writers"]["table"].update({"no-lock": 4}),
+    # the tool returned and the process exited by itself: no crash
+    "the crash process was killed (SIGKILL) while its tool ran":
+        lambda r: r["crash"].update(returncode=0),
+    "it left the question and the assistant's toolUse, with no result":
+        the_crash_left_the_result_too,
+    # a model that does not apply Converse's alternation rule answered the broken request
+    "restored as it is, the next request sent two user messages in a row and was refused":
+        lambda r: (r["crash"]["requests"]["as-is"][0].update(answered=True), r["crash"].update(refusal=None)),
+    # a repair that wrote the result only: two user messages in a row again
+    "the repair wrote an error toolResult for that toolUse, then the assistant's message":
+        lambda r: crash(r)[3].update(role="user"),
+    "after the repair every request was answered and broke none of Converse's rules":
+        lambda r: r["crash"]["requests"]["crash"][0].update(answered=False),
+    # a repair that rewrote the crash's toolUse file
+    "the repair changed no file the crash left":
+        lambda r: crash(r)[1].update(sha256="0" * 64),
+}
+
+globals().update(check_suite(restart_test, "01_restart_test", BREAKAGES))

@@ -78,9 +78,6 @@ BREAKAGES = {
     # a paraphrase that lost the number
     "and both give this run's name and number":
         lambda r: r["voices"]["paraphrase"].__setitem__(1, "You asked about your name: it is Pin."),
-    # a voice that answers where the other calls the tool
-    "both voices make the same tool call when search_memory is offered":
-        lambda r: r["tool_calls"].update(paraphrase={"text": "I don't know."}),
     "no paraphrase refusal says 'cannot see', as the plain voice's does":
         lambda r: r["paraphrase_refusals"].append("I cannot see that here."),
     # a backend switch that ignores $WORKBOOK_BACKEND
@@ -160,3 +157,15 @@ def test_the_bedrock_page_shows_the_call_the_backend_makes():
     assert f"connect_timeout={aws.CONNECT_TIMEOUT}, read_timeout={aws.READ_TIMEOUT}" in page
     assert f"'total_max_attempts': {aws.MAX_ATTEMPTS}" in page
     assert f"context_window_limit={NOVA_PRO_CONTEXT_WINDOW}" in page
+
+
+def test_the_bedrock_page_shows_the_message_without_credentials(monkeypatch):
+    """Notebook 00 no longer prints it: docs/bedrock.md shows it, as make_model("bedrock") says it with no region set."""
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "WORKBOOK_MODEL_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    message = orientation.bedrock_without_credentials()
+    assert message.startswith("The bedrock backend needs AWS credentials") and "in us-east-1" in message, message
+    page = (DOCS / "bedrock.md").read_text(encoding="utf-8")
+    assert f"\n  ```\n  {message}\n  ```\n" in page, message

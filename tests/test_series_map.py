@@ -1,6 +1,7 @@
-"""The series map stays true: every notebook states its claim, notebook 00's table lists every notebook with its title,
-that claim and its time to learn, as tools/series_map.py writes it, and the README lists every notebook. The notebook
-template stays runnable and keeps the shape the other notebooks are held to."""
+"""The series map stays true: every notebook states its claim; notebook 00's table lists every notebook with its title,
+its time to learn and "optional" for a deep dive, and the claims block under it quotes every notebook's claim word for
+word, as tools/series_map.py writes them; the README lists every notebook. The notebook template stays runnable and
+keeps the shape the other notebooks are held to."""
 
 from __future__ import annotations
 
@@ -43,19 +44,35 @@ def title_of(path: Path) -> str:
 
 
 def time_to_learn_of(path: Path) -> str:
-    """'about N minutes', from the notebook's '**Time to learn:** about N minutes.' line; 'not yet measured' without."""
+    """'about N minutes', from the notebook's '**Time to learn:** about N minutes.' line; '' without one."""
     minutes = TIME_TO_LEARN.search(first_markdown(path))
-    return f"about {minutes.group(1)} minutes" if minutes else "not yet measured"
+    return f"about {minutes.group(1)} minutes" if minutes else ""
+
+
+def is_deep_dive(path: Path) -> bool:
+    """A title such as '10 · Deep dive: what a delete leaves behind'."""
+    return re.match(r"^\d\d · Deep dive\b", title_of(path), re.IGNORECASE) is not None
 
 
 def series_table(markdown: str) -> dict[str, list[str]]:
-    """Rows '| [NN · title](file) | claim | time to learn |' of a markdown table, keyed by the two-digit number."""
+    """Rows '| [NN · title](file) | time to learn |' of a markdown table, keyed by the two-digit number."""
     rows = {}
     for line in markdown.splitlines():
+        if not line.strip().startswith("|"):
+            continue
         cells = [c.strip().replace(r"\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if len(cells) >= 2 and re.match(r"^`?\[?\d\d", cells[0]):
             rows[re.search(r"\d\d", cells[0]).group(0)] = [" ".join(c.split()) for c in cells]
     return rows
+
+
+def claims_block(markdown: str) -> dict[str, str]:
+    """The claims folded under the table: '- **NN** claim' lines inside the details block, keyed by number."""
+    block = re.search(r"^<details><summary>The claim each notebook proves</summary>\n(.*?)^</details>$", markdown,
+                      re.MULTILINE | re.DOTALL)
+    assert block, "no '<details><summary>The claim each notebook proves</summary>' block in notebook 00"
+    return {m.group(1): " ".join(m.group(2).split())
+            for m in re.finditer(r"^- \*\*(\d\d)\*\* (.+)$", block.group(1), re.MULTILINE)}
 
 
 def test_every_notebook_states_a_claim_and_a_title():
@@ -68,36 +85,63 @@ def orientation_markdown() -> str:
     return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
 
 
-def test_notebook_00_lists_every_notebook_with_its_title_claim_and_time_to_learn():
+def test_notebook_00s_table_lists_every_notebook_with_its_title_and_time_to_learn():
     rows = series_table(orientation_markdown())
     assert sorted(rows) == [path.name[:2] for path in NOTEBOOKS], "one row per notebook, and no other"
     for path in NOTEBOOKS:
-        link, claim, minutes = rows[path.name[:2]]
+        link, minutes = rows[path.name[:2]]
         assert link == f"[{title_of(path)}]({path.name})", f"{path.name}: the row's title or link differs"
-        assert claim == claim_of(path), f"{path.name}: the claim in 00's table differs from the notebook's own"
-        assert minutes == time_to_learn_of(path), f"{path.name}: the time to learn in 00's table differs"
+        expected = ", ".join(part for part in ("optional" if is_deep_dive(path) else "", time_to_learn_of(path)) if part)
+        assert minutes == expected, f"{path.name}: the time to learn in 00's table differs"
+
+
+def test_the_claims_under_the_table_are_every_notebooks_own_word_for_word():
+    claims = claims_block(orientation_markdown())
+    assert sorted(claims) == [path.name[:2] for path in NOTEBOOKS], "one claim per notebook, and no other"
+    for path in NOTEBOOKS:
+        assert claims[path.name[:2]] == claim_of(path), f"{path.name}: the claim in 00 differs from the notebook's own"
+
+
+def test_a_deep_dive_is_marked_optional_and_a_notebook_without_a_time_has_an_empty_cell():
+    rows = [{"number": "09", "file": "09_x.ipynb", "title": "09 · Forgetting on purpose", "claim": "A claim.",
+             "time to learn": "about 25 minutes", "optional": False},
+            {"number": "10", "file": "10_y.ipynb", "title": "10 · Deep dive: what a delete leaves behind",
+             "claim": "B | claim.", "time to learn": "about 20 minutes", "optional": True},
+            {"number": "11", "file": "11_z.ipynb", "title": "11 · Later", "claim": "C.", "time to learn": "",
+             "optional": False}]
+    rendered = series_map.render(rows)
+    table = series_table(rendered)
+    assert table == {"09": ["[09 · Forgetting on purpose](09_x.ipynb)", "about 25 minutes"],
+                     "10": ["[10 · Deep dive: what a delete leaves behind](10_y.ipynb)", "optional, about 20 minutes"],
+                     "11": ["[11 · Later](11_z.ipynb)", ""]}
+    assert claims_block(rendered) == {"09": "A claim.", "10": "B | claim.", "11": "C."}
+    assert series_map.DEEP_DIVE.match("10 · Deep dive: what a delete leaves behind")
+    assert not series_map.DEEP_DIVE.match("09 · Forgetting on purpose: a deleted fact, proven gone")
 
 
 def test_notebook_00s_table_is_what_tools_series_map_writes():
     notebook = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))
     assert series_map.current_table(notebook) == series_map.expected_table(), (
-        "notebook 00's series table is stale: run `.venv/bin/python tools/series_map.py --write`")
+        "notebook 00's series map is stale: run `.venv/bin/python tools/series_map.py --write`")
 
 
 def test_series_map_rewrites_only_the_table(tmp_path, monkeypatch):
-    """--write on a copy of notebook 00 whose table is stale: the table is rewritten, every other cell is kept."""
+    """--write on a copy of notebook 00 whose map is stale (an old table, no claims block): the table and the claims
+    block are written, every other cell is kept."""
     copy = tmp_path / "00_orientation.ipynb"
     notebook = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))
     cell = next(c for c in notebook["cells"] if series_map.HEADER in "".join(c["source"]))
     source = "".join(cell["source"])
     start, end = series_map.table_span(source)
-    cell["source"] = source[:start] + series_map.HEADER + "\n" + series_map.RULE + "\n| 00 stale | row | - |" + source[end:]
+    cell["source"] = source[:start] + series_map.HEADER + "\n" + series_map.RULE + "\n| 00 stale | - |" + source[end:]
     copy.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     monkeypatch.setattr(series_map, "ORIENTATION", copy)
     assert series_map.main([]) == 1, "the check mode finds the stale table"
     assert series_map.write() is True and series_map.write() is False
     written = json.loads(copy.read_text(encoding="utf-8"))
     assert series_map.current_table(written) == series_map.expected_table()
+    cell_after = next(c for c in written["cells"] if series_map.HEADER in "".join(c["source"]))
+    assert "".join(cell_after["source"]).count("</details>") == 1, "the claims block is written once"
     before = [c for c in notebook["cells"] if c is not cell]
     after = [c for c in written["cells"] if series_map.HEADER not in "".join(c["source"])]
     assert ["".join(c["source"]) for c in after] == ["".join(c["source"]) for c in before]

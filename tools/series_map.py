@@ -1,13 +1,17 @@
-"""Notebook 00's series map: one table row per notebook, written from the notebooks themselves.
+"""Notebook 00's series map, written from the notebooks themselves: a light table, then every claim folded under it.
 
-    .venv/bin/python tools/series_map.py            # print the table; exit 1 if notebook 00's differs
-    .venv/bin/python tools/series_map.py --write    # rewrite the table in notebook 00
+    .venv/bin/python tools/series_map.py            # print the map; exit 1 if notebook 00's differs
+    .venv/bin/python tools/series_map.py --write    # rewrite the map in notebook 00
 
-Each row: the notebook's number and title (its first `# ` heading), linked to the notebook; its claim, word for word
-(the `**The claim:**` line of its first cell, without the ledger id such as `[C1]`); and its time to learn (the
-`**Time to learn:** about N minutes.` line of its first cell, or "not yet measured" when it has none). The table in
-notebook 00 starts at its header row (HEADER) and runs to the last `|` line after it; nothing else in the notebook is
-changed, and outputs are kept (a table is markdown: rewriting it needs no new run).
+The table has one row per notebook: its number and title (its first `# ` heading), linked to the notebook, and its
+time to learn (the `**Time to learn:** about N minutes.` line of its first cell; empty while it has none), with
+"optional" before it for a deep dive (a title that starts "Deep dive" after its number). Right under the table, a
+collapsed `<details><summary>The claim each notebook proves</summary>` block quotes each notebook's claim word for
+word (the `**The claim:**` line of its first cell, without the ledger id such as `[C1]`).
+
+The map in notebook 00 starts at the table's header row (HEADER) and runs to the last `|` line after it, then, if
+present, through the details block's `</details>` line; nothing else in the notebook is changed, and outputs are kept
+(the map is markdown: rewriting it needs no new run).
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 ORIENTATION = NOTEBOOKS / "00_orientation.ipynb"
-HEADER = "| notebook | the claim it proves | time to learn |"
-RULE = "|---|---|---|"
+HEADER = "| notebook | time to learn |"
+RULE = "|---|---|"
+SUMMARY = "<details><summary>The claim each notebook proves</summary>"
+END = "</details>"
 CLAIM = re.compile(r"^\*\*The claim:\*\*\s*(.+?)\s*$", re.MULTILINE)
 LEDGER_TAG = re.compile(r"\s*\[(?:[CS]\d+[ ,]*)+\]")  # the claims-ledger ids ([C1]) are not part of the sentence
 TIME_TO_LEARN = re.compile(r"\*\*Time to learn:\*\* about (\d+) minutes\.")
-NOT_MEASURED = "not yet measured"
+DEEP_DIVE = re.compile(r"^\d\d\s*·\s*Deep dive\b", re.IGNORECASE)
+OPTIONAL = "optional"
 
 
 def notebook_paths() -> list[Path]:
@@ -39,7 +46,7 @@ def first_markdown(path: Path) -> str:
 
 
 def row(path: Path) -> dict[str, str]:
-    """The number, title, claim and time to learn of one notebook, read from its first markdown cell."""
+    """The number, title, claim, time to learn and whether it is optional, read from its first markdown cell."""
     first = first_markdown(path)
     heading = first.splitlines()[0]
     if not heading.startswith("# "):
@@ -48,12 +55,14 @@ def row(path: Path) -> dict[str, str]:
     if not claim:
         raise SystemExit(f"{path.name}: the first markdown cell has no '**The claim:** ...' line")
     minutes = TIME_TO_LEARN.search(first)
+    title = heading[2:].strip()
     return {
         "number": path.name[:2],
         "file": path.name,
-        "title": heading[2:].strip(),
+        "title": title,
         "claim": " ".join(LEDGER_TAG.sub("", claim.group(1)).split()),
-        "time to learn": f"about {minutes.group(1)} minutes" if minutes else NOT_MEASURED,
+        "time to learn": f"about {minutes.group(1)} minutes" if minutes else "",
+        "optional": bool(DEEP_DIVE.match(title)),
     }
 
 
@@ -62,11 +71,20 @@ def cell_text(text: str) -> str:
     return " ".join(text.split()).replace("|", r"\|")
 
 
-def render(rows: list[dict[str, str]]) -> str:
-    """The markdown table, header first."""
+def time_cell(r: dict) -> str:
+    """'about 20 minutes', 'optional, about 20 minutes', 'optional', or '' (not measured yet)."""
+    return ", ".join(part for part in (OPTIONAL if r["optional"] else "", r["time to learn"]) if part)
+
+
+def render(rows: list[dict]) -> str:
+    """The table (header first), a blank line, then the claims folded in a details block."""
     lines = [HEADER, RULE]
     for r in rows:
-        lines.append(f"| [{cell_text(r['title'])}]({r['file']}) | {cell_text(r['claim'])} | {r['time to learn']} |")
+        time = time_cell(r)
+        lines.append(f"| [{cell_text(r['title'])}]({r['file']}) |" + (f" {time} |" if time else " |"))
+    lines += ["", SUMMARY, ""]
+    lines += [f"- **{r['number']}** {r['claim']}" for r in rows]
+    lines += ["", END]
     return "\n".join(lines)
 
 
@@ -75,7 +93,8 @@ def expected_table() -> str:
 
 
 def table_span(source: str) -> tuple[int, int] | None:
-    """(start, end) character offsets of the table in a markdown source: from HEADER to the last `|` line after it."""
+    """(start, end) character offsets of the map in a markdown source: from HEADER to the last `|` line after it,
+    then through the `</details>` line of a claims block that follows it (after blank lines only)."""
     lines = source.splitlines(keepends=True)
     starts = [i for i, line in enumerate(lines) if line.strip() == HEADER]
     if len(starts) != 1:
@@ -83,13 +102,20 @@ def table_span(source: str) -> tuple[int, int] | None:
     end = starts[0]
     while end + 1 < len(lines) and lines[end + 1].lstrip().startswith("|"):
         end += 1
+    after = end + 1
+    while after < len(lines) and not lines[after].strip():
+        after += 1
+    if after < len(lines) and lines[after].strip() == SUMMARY:
+        closing = next((i for i in range(after, len(lines)) if lines[i].strip() == END), None)
+        if closing is not None:
+            end = closing
     offset = sum(len(line) for line in lines[: starts[0]])
-    table = "".join(lines[starts[0] : end + 1])
-    return offset, offset + len(table.rstrip("\n"))
+    block = "".join(lines[starts[0] : end + 1])
+    return offset, offset + len(block.rstrip("\n"))
 
 
 def current_table(notebook: dict) -> str:
-    """The series table as notebook 00 holds it now."""
+    """The series map as notebook 00 holds it now."""
     found = []
     for cell in notebook["cells"]:
         source = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
@@ -102,7 +128,7 @@ def current_table(notebook: dict) -> str:
 
 
 def write() -> bool:
-    """Rewrite the table in notebook 00; True if it changed."""
+    """Rewrite the map in notebook 00; True if it changed."""
     import nbformat
 
     sys.path.insert(0, str(REPO / "tools"))
@@ -124,16 +150,16 @@ def write() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the table in notebook 00")
+    parser.add_argument("--write", action="store_true", help="rewrite the map in notebook 00")
     args = parser.parse_args(argv)
     if args.write:
-        print(f"{ORIENTATION.name}: series table " + ("rewritten" if write() else "already up to date"))
+        print(f"{ORIENTATION.name}: series map " + ("rewritten" if write() else "already up to date"))
         return 0
     table = expected_table()
     print(table)
     now = current_table(json.loads(ORIENTATION.read_text(encoding="utf-8")))
     if now != table:
-        print(f"\n{ORIENTATION.name}'s table differs: run `.venv/bin/python tools/series_map.py --write`")
+        print(f"\n{ORIENTATION.name}'s series map differs: run `.venv/bin/python tools/series_map.py --write`")
         return 1
     return 0
 

@@ -2,7 +2,8 @@
 
 The evidence never comes from the replies the lesson prints: each call's messages and reply are the ones the model
 itself received and streamed (the `MeteredModel` inside the agents), the offline model's rules are asked again of fresh
-models (the same calls, every statement form with and without its statement, a tool call in both voices), the Bedrock
+models (the same calls, every statement form with and without its statement), the voices' replies are the ones
+their agents kept, the Bedrock
 backend is built with its model class replaced by a recorder (no credentials, no network), and the workspace is listed
 and dated on disk.
 """
@@ -21,7 +22,6 @@ from strands.models.bedrock import BedrockModel as StrandsBedrockModel
 from companion.checks import save_record, texts
 from companion.models import aws, backends
 from companion.models.facts import RULES
-from companion.models.metering import MeteredModel
 from companion.models.offline_model import OfflineModel
 from companion.models.voices import VOICES
 from companion.support.ledger import Ledger
@@ -32,7 +32,7 @@ CLAIMS = {
     "S2": "the offline model knows only what is stated in the call, and never guesses",
     "S3": "the paraphrase voice gives the plain voice's answers in other words",
     "S4": "backend='bedrock' switches to Strands' BedrockModel on Nova Pro; it needs AWS credentials",
-    "S5": "each notebook writes only in its own workspace folder, emptied at the top",
+    "S5": "this notebook writes only in its own workspace folder, emptied at the top",
 }
 NOVA_PRO = "amazon.nova-pro-v1:0"
 MARKER = ".workbook-workspace"  # what reset_workspace writes in a folder it made
@@ -106,19 +106,17 @@ def _files(workspace_dir: Path, started: float) -> dict[str, Any]:
             "ages": [round(p.stat().st_mtime - started, 3) for p in paths]}
 
 
-def record(first: Agent, second: Agent, voices: dict[str, MeteredModel], *, backend: str | None, user_name: str,
+def record(first: Agent, second: Agent, voices: dict[str, Agent], *, backend: str | None, user_name: str,
            favorite_number: int, started: float, workspace_dir: Path) -> dict[str, Any]:
     """The evidence of notebook 00's run. `first` was told the facts and asked them back; `second` was asked on the
-    same model; `voices` maps "plain" and "paraphrase" to the metered models of the three-turn voice run.
+    same model (a `MeteredModel`, which kept each call); `voices` maps "plain" and "paraphrase" to the agents of the
+    three-turn voice run.
 
     Only the first three calls of `first.model` and the first messages of each agent are read, so running this again
     after the exercises (which add turns) gives the same record."""
     calls = [{"messages": texts(e["messages"]), "system_prompt": e["system_prompt"], "reply": e["reply"]}
              for e in first.model.exchanges[:3]]
     fresh = [OfflineModel().respond(e["messages"], e["system_prompt"])["text"] for e in first.model.exchanges[:3]]
-    tool_calls = {voice: OfflineModel(voice=voice).respond([_user("What is my codename?")],
-                                                           tool_names=["search_memory"])
-                  for voice in ("plain", "paraphrase")}
     paraphrase = VOICES["paraphrase"]
     offline_rules = (backends.resolve_backend(backend) == "offline"
                      or backends.resolve_bedrock_endpoint() == "local")
@@ -132,8 +130,8 @@ def record(first: Agent, second: Agent, voices: dict[str, MeteredModel], *, back
         "second_kept": texts(second.messages[:2]),
         "fresh_replies": fresh,
         "read_back": _read_back(),
-        "voices": {voice: [e["reply"] for e in model.exchanges[:3]] for voice, model in voices.items()},
-        "tool_calls": tool_calls,
+        "voices": {voice: [text for role, text in texts(agent.messages[:6]) if role == "assistant"]
+                   for voice, agent in voices.items()},
         "paraphrase_refusals": [*paraphrase.missing, *paraphrase.nothing, paraphrase.no_message],
         "bedrock": {**_bedrock_call(), "without_credentials": bedrock_without_credentials()},
         "switch": _switch(),
@@ -146,9 +144,17 @@ def _said(messages: list[list[str]]) -> str:
     return " ".join(text for _, text in messages)
 
 
-def _roles(messages: list[list[str]]) -> str:
-    """'user, assistant': the roles of a list of messages, for evidence."""
-    return ", ".join(role for role, _ in messages) or "nothing"
+_ROLE_NAMES = {"user": "the question", "assistant": "the reply"}
+
+
+def _count(messages: list) -> str:
+    return f"{len(messages)} message" + ("" if len(messages) == 1 else "s")
+
+
+def _listing(names: list[str]) -> str:
+    """The folder's files, each said with what it is when it is one this run writes."""
+    said = {MARKER: f"{MARKER} (the marker reset_workspace writes)", "record.json": "record.json (this ledger's record)"}
+    return " and ".join(said.get(name, f"{name} (left by an earlier run)") for name in names) or "nothing"
 
 
 def _gives(text: str, value: str) -> bool:
@@ -187,9 +193,11 @@ def claims(record: dict[str, Any]) -> Ledger:
                  evidence=f"agent.messages holds {len(record['first_kept'])} of them, the same: "
                           f"{record['first_kept'] == conversation}",
                  holds=record["first_kept"] == conversation)
+    kept = record["second_kept"]
     ledger.check("S1", "the second agent's list started empty: its call received only its question",
-                 evidence=f"received {_roles(stranger['messages'])}; it now holds "
-                          f"{_roles(record['second_kept'])}",
+                 evidence=f"its call received {_count(stranger['messages'])}, the question; afterwards "
+                          f"stranger.messages holds {_count(kept)}: "
+                          f"{' then '.join(_ROLE_NAMES.get(role, role) for role, _ in kept)}",
                  holds=len(stranger["messages"]) == 1
                  and record["second_kept"] == stranger["messages"] + [["assistant", stranger["reply"]]])
 
@@ -225,14 +233,12 @@ def claims(record: dict[str, Any]) -> Ledger:
     ledger.check("S3", "and both give this run's name and number",
                  evidence=f"the recall turn: {plain[1]!r} / {paraphrase[1]!r}",
                  holds=all(_gives(replies[1], name) and _gives(replies[1], number) for replies in (plain, paraphrase)))
-    tools = record["tool_calls"]
-    ledger.check("S3", "both voices make the same tool call when search_memory is offered",
-                 evidence="; ".join(f"{voice}: {call.get('tool')} {call.get('input')}" for voice, call in tools.items()),
-                 holds=tools["plain"] == tools["paraphrase"] and tools["plain"].get("tool") == "search_memory")
     refusals = [*record["paraphrase_refusals"], paraphrase[2]]
+    saying = [refusal for refusal in refusals if "cannot see" in refusal]
     ledger.check("S3", "no paraphrase refusal says 'cannot see', as the plain voice's does",
-                 evidence=f"{len(refusals) - 1} refusal forms in its data, the codename turn's replies "
-                          f"{plain[2]!r} / {paraphrase[2]!r}",
+                 evidence=f"{len(saying)} of {len(refusals)} paraphrase refusals say it ({len(refusals) - 1} forms "
+                          f"in its data, and this run's codename reply); the plain voice's codename reply "
+                          + ("does" if "cannot see" in plain[2] else "does not"),
                  holds="cannot see" in plain[2] and not any("cannot see" in refusal for refusal in refusals))
 
     bedrock, switch = record["bedrock"], record["switch"]
@@ -252,17 +258,20 @@ def claims(record: dict[str, Any]) -> Ledger:
     if bedrock["error"]:
         ledger.skip("S4", needs, reason=bedrock["error"])
     else:
-        ledger.check("S4", needs, evidence=message,
-                     holds="needs AWS credentials" in message and "aws configure" in message
-                     and f"{bedrock['model_id']} is enabled for your account" in message)
+        parts = ["needs AWS credentials", "aws configure", f"{bedrock['model_id']} is enabled for your account"]
+        found = [part for part in parts if part in message]
+        ledger.check("S4", needs, evidence=f"make_model('bedrock') stopped; its message says {found}"
+                     if found else f"make_model('bedrock') said {message!r}",
+                     holds=found == parts)
 
     files = record["workspace"]
     expected = sorted([MARKER, *(["record.json"] if "record.json" in files["names"] else [])])
-    ledger.equal("S5", "the workspace folder holds only this run's files",
-                 observed=files["names"], expected=expected, what="the folder holds")
+    ledger.check("S5", "the workspace folder holds only this run's files",
+                 evidence=f"it holds {_listing(files['names'])}", holds=files["names"] == expected)
     # file times may lag the clock by milliseconds; a file left by an earlier run is seconds older
     newer = [age for age in files["ages"] if age > -1]
     ledger.check("S5", "none is older than this run: the folder was emptied at the top",
-                 evidence=f"{len(newer)} of {len(files['ages'])} paths written after the run began",
+                 evidence=f"{len(newer)} of {len(files['ages'])} paths (the folder and what it holds) written "
+                          "after the run began",
                  holds=len(newer) == len(files["ages"]) > 1)
     return ledger

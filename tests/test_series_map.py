@@ -66,15 +66,6 @@ def series_table(markdown: str) -> dict[str, list[str]]:
     return rows
 
 
-def claims_block(markdown: str) -> dict[str, str]:
-    """The claims folded under the table: '- **NN** claim' lines inside the details block, keyed by number."""
-    block = re.search(r"^<details><summary>The claim each notebook proves</summary>\n(.*?)^</details>$", markdown,
-                      re.MULTILINE | re.DOTALL)
-    assert block, "no '<details><summary>The claim each notebook proves</summary>' block in notebook 00"
-    return {m.group(1): " ".join(m.group(2).split())
-            for m in re.finditer(r"^- \*\*(\d\d)\*\* (.+)$", block.group(1), re.MULTILINE)}
-
-
 def test_every_notebook_states_a_claim_and_a_title():
     for path in NOTEBOOKS:
         assert claim_of(path) and title_of(path).startswith(path.name[:2])
@@ -95,13 +86,6 @@ def test_notebook_00s_table_lists_every_notebook_with_its_title_and_time_to_lear
         assert minutes == expected, f"{path.name}: the time to learn in 00's table differs"
 
 
-def test_the_claims_under_the_table_are_every_notebooks_own_word_for_word():
-    claims = claims_block(orientation_markdown())
-    assert sorted(claims) == [path.name[:2] for path in NOTEBOOKS], "one claim per notebook, and no other"
-    for path in NOTEBOOKS:
-        assert claims[path.name[:2]] == claim_of(path), f"{path.name}: the claim in 00 differs from the notebook's own"
-
-
 def test_a_deep_dive_is_marked_optional_and_a_notebook_without_a_time_has_an_empty_cell():
     rows = [{"number": "09", "file": "09_x.ipynb", "title": "09 · Forgetting on purpose", "claim": "A claim.",
              "time to learn": "about 25 minutes", "optional": False},
@@ -114,7 +98,7 @@ def test_a_deep_dive_is_marked_optional_and_a_notebook_without_a_time_has_an_emp
     assert table == {"09": ["[09 · Forgetting on purpose](09_x.ipynb)", "about 25 minutes"],
                      "10": ["[10 · Deep dive: what a delete leaves behind](10_y.ipynb)", "optional, about 20 minutes"],
                      "11": ["[11 · Later](11_z.ipynb)", ""]}
-    assert claims_block(rendered) == {"09": "A claim.", "10": "B | claim.", "11": "C."}
+    assert "A claim." not in rendered, "the claims live in the notebooks (and the book's landing page), not in 00"
     assert series_map.DEEP_DIVE.match("10 · Deep dive: what a delete leaves behind")
     assert not series_map.DEEP_DIVE.match("09 · Forgetting on purpose: a deleted fact, proven gone")
 
@@ -126,8 +110,8 @@ def test_notebook_00s_table_is_what_tools_series_map_writes():
 
 
 def test_series_map_rewrites_only_the_table(tmp_path, monkeypatch):
-    """--write on a copy of notebook 00 whose map is stale (an old table, no claims block): the table and the claims
-    block are written, every other cell is kept."""
+    """--write on a copy of notebook 00 whose map is stale (an old table): the table is written, every other cell is
+    kept."""
     copy = tmp_path / "00_orientation.ipynb"
     notebook = json.loads((REPO / "notebooks" / "00_orientation.ipynb").read_text(encoding="utf-8"))
     cell = next(c for c in notebook["cells"] if series_map.HEADER in "".join(c["source"]))
@@ -141,7 +125,7 @@ def test_series_map_rewrites_only_the_table(tmp_path, monkeypatch):
     written = json.loads(copy.read_text(encoding="utf-8"))
     assert series_map.current_table(written) == series_map.expected_table()
     cell_after = next(c for c in written["cells"] if series_map.HEADER in "".join(c["source"]))
-    assert "".join(cell_after["source"]).count("</details>") == 1, "the claims block is written once"
+    assert "</details>" not in "".join(cell_after["source"]), "no claims block under the table"
     before = [c for c in notebook["cells"] if c is not cell]
     after = [c for c in written["cells"] if series_map.HEADER not in "".join(c["source"])]
     assert ["".join(c["source"]) for c in after] == ["".join(c["source"]) for c in before]

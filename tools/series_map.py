@@ -1,17 +1,16 @@
-"""Notebook 00's series map, written from the notebooks themselves: a light table, then every claim folded under it.
+"""Notebook 00's series map, written from the notebooks themselves: one light row per notebook.
 
     .venv/bin/python tools/series_map.py            # print the map; exit 1 if notebook 00's differs
     .venv/bin/python tools/series_map.py --write    # rewrite the map in notebook 00
 
 The table has one row per notebook: its number and title (its first `# ` heading), linked to the notebook, and its
 time to learn (the `**Time to learn:** about N minutes.` line of its first cell; empty while it has none), with
-"optional" before it for a deep dive (a title that starts "Deep dive" after its number). Right under the table, a
-collapsed `<details><summary>The claim each notebook proves</summary>` block quotes each notebook's claim word for
-word (the `**The claim:**` line of its first cell, without the ledger id such as `[C1]`).
+"optional" before it for a deep dive (a title that starts "Deep dive" after its number). Each notebook states its own
+claim; the book's landing page (tools/build_book.py) lists them all.
 
-The map in notebook 00 starts at the table's header row (HEADER) and runs to the last `|` line after it, then, if
-present, through the details block's `</details>` line; nothing else in the notebook is changed, and outputs are kept
-(the map is markdown: rewriting it needs no new run).
+The map in notebook 00 starts at the table's header row (HEADER) and runs to the last `|` line after it (and through
+a claims block that an earlier version put under it, which a rewrite removes); nothing else in the notebook is
+changed, and outputs are kept (the map is markdown: rewriting it needs no new run).
 """
 
 from __future__ import annotations
@@ -77,14 +76,11 @@ def time_cell(r: dict) -> str:
 
 
 def render(rows: list[dict]) -> str:
-    """The table (header first), a blank line, then the claims folded in a details block."""
+    """The table, header first."""
     lines = [HEADER, RULE]
     for r in rows:
         time = time_cell(r)
         lines.append(f"| [{cell_text(r['title'])}]({r['file']}) |" + (f" {time} |" if time else " |"))
-    lines += ["", SUMMARY, ""]
-    lines += [f"- **{r['number']}** {r['claim']}" for r in rows]
-    lines += ["", END]
     return "\n".join(lines)
 
 

@@ -44,7 +44,7 @@ BREAKAGES = {
     "extraction stores several (3+) times fewer memories than dumping":
         lambda r: r["stores"]["extraction"].update(rows=list(rows(r, "dump"))),
     # a fresh session that did not get the editor back
-    "extraction answers as many questions as dumping, in a fresh session":
+    "extraction answers as many questions as dumping in a fresh session, none counted from two values":
         lambda r: call(r, "extraction-recall", "What is my editor?").update(
             reply="I cannot see your editor in this conversation."),
     # a dump that filtered the chatter out
@@ -61,9 +61,9 @@ BREAKAGES = {
         lambda r: call(r, "dump-recall", "What is my editor?").update(entries=[]),
     "extraction costs one more model call per turn": drop_extraction_call,
     "the fact turn that states no attribute leaves no memory, while the dump keeps it": keep_the_quiet_line,
-    # a store that had already dropped the old value
-    "the plain extraction store injects both values":
-        lambda r: call(r, "extraction-recall")["entries"].pop(0),
+    # a dump whose search had already dropped the old value
+    "the dump and the plain extraction store each inject both values":
+        lambda r: call(r, "dump-recall").update(entries=call(r, "dump-recall")["entries"][2:]),
     # a model that answers the first value it reads
     "with both stored, the offline model answers the value the store returned last":
         lambda r: call(r, "reversed-recall").update(reply="Your programming language is Go."),
@@ -73,7 +73,7 @@ BREAKAGES = {
     "the fresh session answers the new value, not the old one":
         lambda r: call(r, "selective-recall").update(reply="Your programming language is Python."),
     # a store that kept both values current
-    "read in one user's scope, the superseding store injects no contradictory pair":
+    "read in one user's scope, the superseding store injects one value; its file keeps both, the old as history":
         lambda r: call(r, "ada-scoped")["entries"].append("The user's programming language is Python."),
     # a scope leak: the second user's editor reached the first user's call
     "each entry a scoped session received is a record of that user in the file":

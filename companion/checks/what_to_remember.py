@@ -196,10 +196,19 @@ def claims(record: dict[str, Any]) -> Ledger:
     ledger.check("C1", "extraction stores several (3+) times fewer memories than dumping",
                  evidence=f"records on disk: dump {len(dump_rows)}, extraction {len(extracted)}",
                  holds=0 < 3 * len(extracted) <= len(dump_rows))
-    recalled = {name: sum(says(_reply(record, f"{name}-recall", q), s["expected"][k])
-                          for k, q in s["questions"].items()) for name in ("dump", "extraction")}
-    ledger.check("C1", "extraction answers as many questions as dumping, in a fresh session",
-                 evidence=f"answered with the value, in the model's replies, of {len(s['questions'])}: {recalled}",
+    def other_value(entries: list[str], k: str) -> bool:
+        """Whether the entries state a value the user gave for `k` other than the last one."""
+        return any(says(e, v) for e in entries for v in s["history"][k] if v != s["expected"][k])
+
+    recalled, two_values = {}, {}
+    for name in ("dump", "extraction"):
+        reader = f"{name}-recall"
+        recalled[name] = sum(says(_reply(record, reader, q), s["expected"][k])
+                             and not other_value(_sent(record, reader, q), k) for k, q in s["questions"].items())
+        two_values[name] = [k for k, q in s["questions"].items() if other_value(_sent(record, reader, q), k)]
+    ledger.check("C1", "extraction answers as many questions as dumping in a fresh session, none counted from two values",
+                 evidence=f"of {len(s['questions'])}, answered with the value and no other value received: "
+                          f"{recalled}; questions that received two values: {two_values}",
                  holds=recalled["extraction"] == recalled["dump"] > 0)
     user_lines = [text for _, (role, text) in sorted(dump_said.items(), key=lambda p: int(p[0])) if role == "user"]
     chatter = [t for t in range(1, len(s["turns"]) + 1) if t not in s["fact_turns"]]
@@ -281,22 +290,23 @@ def claims(record: dict[str, Any]) -> Ledger:
     def both(entries: list[str]) -> bool:
         return all(any(says(e, v) for e in entries) for v in s["history"][key])
 
-    plain_sent = _sent(record, "extraction-recall", question)
-    ledger.check("S3", "the plain extraction store injects both values",
-                 evidence=f"injected: {plain_sent}", holds=both(plain_sent))
-    flipped_sent = _sent(record, "reversed-recall", question)
+    plain_sent = {name: _sent(record, f"{name}-recall", question) for name in ("dump", "extraction")}
+    ledger.check("S3", "the dump and the plain extraction store each inject both values",
+                 evidence="; ".join(f"{name}: {sent}" for name, sent in plain_sent.items()),
+                 holds=all(both(sent) for sent in plain_sent.values()))
     order_claim = "with both stored, the offline model answers the value the store returned last"
     if offline:
-        last = {}
-        for name, sent in [("as written", plain_sent), ("reversed", flipped_sent)]:
+        asked = {"dump": "dump-recall", "extraction": "extraction-recall", "reversed": "reversed-recall"}
+        last, replies = {}, {}
+        for name, reader in asked.items():
+            sent = [e for e in _sent(record, reader, question) if any(says(e, v) for v in s["history"][key])]
             last[name] = next((v for v in s["history"][key] if sent and says(sent[-1], v)), None)
-        replies = {"as written": _reply(record, "extraction-recall", question),
-                   "reversed": _reply(record, "reversed-recall", question)}
+            replies[name] = _reply(record, reader, question)
         ledger.check("S3", order_claim,
-                     evidence="; ".join(f"{w}: last injected {last[w]}, reply {replies[w].strip()!r}" for w in last),
-                     holds=None not in last.values() and last["as written"] != last["reversed"]
-                     and all(says(replies[w], last[w]) and not says(replies[w], last[o])
-                             for w, o in [("as written", "reversed"), ("reversed", "as written")]))
+                     evidence="; ".join(f"{w}: last value sent {last[w]}, reply {replies[w].strip()!r}" for w in last),
+                     holds=None not in last.values() and last["extraction"] != last["reversed"]
+                     and all(says(replies[w], last[w]) and not any(says(replies[w], v) for v in s["history"][key]
+                                                                     if v != last[w]) for w in last))
     else:
         ledger.skip("S3", order_claim, reason=f"which of two values to believe: {real}")
 
@@ -315,11 +325,15 @@ def claims(record: dict[str, Any]) -> Ledger:
                  evidence=reply.strip(), holds=says(reply, new_value) and not says(reply, old_value))
     scoped = [name for name, r in reads.items() if r["file"] == stores["selective"]["file"] and r["scope"]]
     paired = {name: sum(both(c["entries"]) for c in reads[name]["calls"]) for name in scoped}
-    held = sorted({v for v in s["history"][key] for r in mine if key in r["content"].lower() and says(r["content"], v)})
-    ledger.check("C1 S4", "read in one user's scope, the superseding store injects no contradictory pair",
-                 evidence=f"{stores['selective']['file']} holds {' and '.join(held)} for {user_a}; calls with both "
-                          f"values injected, per scoped session: {paired}",
-                 holds=held == sorted(s["history"][key]) and bool(paired) and not any(paired.values()))
+    held = {v: "current" if r["valid_until"] is None else "history" for v in s["history"][key] for r in mine
+            if key in r["content"].lower() and says(r["content"], v)}
+    ledger.check("C1 S4", "read in one user's scope, the superseding store injects one value; its file keeps both, "
+                          "the old as history",
+                 evidence=f"{stores['selective']['file']} holds for {user_a}: "
+                          f"{', '.join(f'{v} as {status}' for v, status in held.items())}; calls that received both "
+                          f"values, per scoped session: {paired}",
+                 holds=held == {old_value: "history", new_value: "current"} and bool(paired)
+                 and not any(paired.values()))
 
     # --- the scope (C1, S5)
     owners = _owners(record, stores["selective"]["file"])

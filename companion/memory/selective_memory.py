@@ -574,3 +574,12 @@ def named_messages(storage_dir: str | Path, origin: dict[str, Any]) -> dict[int,
 
     folder = agent_dir(storage_dir, origin["session_id"]) / "messages"
     return {i: message_text(read_json(folder / f"message_{i}.json")["message"]) for i in origin["messages"]}
+
+
+def extraction_reply(model: MeteredModel, line: str) -> str:
+    """What the extraction call of `model` (a `MeteredModel`) that read the user line `line` answered."""
+    for exchange in model.exchanges:
+        last = exchange["messages"][-1] if exchange["messages"] else None
+        if last is not None and is_extraction_request(last) and f"user: {line}" in message_text(last):
+            return exchange["reply"]
+    raise LookupError(f"No extraction call of this model read {line!r}.")

@@ -25,6 +25,7 @@ from companion.models.facts import RULES
 from companion.models.offline_model import OfflineModel
 from companion.models.voices import VOICES
 from companion.support.ledger import Ledger
+from companion.support.workspace import MARKER
 
 CLAIMS = {
     "C1": "a second agent on the same model cannot answer what the first was told",
@@ -107,13 +108,16 @@ def _files(workspace_dir: Path, started: float) -> dict[str, Any]:
 
 
 def record(first: Agent, second: Agent, voices: dict[str, Agent], *, backend: str | None, user_name: str,
-           favorite_number: int, started: float, workspace_dir: Path) -> dict[str, Any]:
+           favorite_number: int, workspace_dir: Path, started: float | None = None) -> dict[str, Any]:
     """The evidence of notebook 00's run. `first` was told the facts and asked them back; `second` was asked on the
     same model (a `MeteredModel`, which kept each call); `voices` maps "plain" and "paraphrase" to the agents of the
     three-turn voice run.
 
     Only the first three calls of `first.model` and the first messages of each agent are read, so running this again
-    after the exercises (which add turns) gives the same record."""
+    after the exercises (which add turns) gives the same record. `started` defaults to the time the workspace was
+    reset (its marker file's), so every file this run wrote is at least that new."""
+    if started is None:
+        started = (workspace_dir / MARKER).stat().st_mtime
     calls = [{"messages": texts(e["messages"]), "system_prompt": e["system_prompt"], "reply": e["reply"]}
              for e in first.model.exchanges[:3]]
     fresh = [OfflineModel().respond(e["messages"], e["system_prompt"])["text"] for e in first.model.exchanges[:3]]

@@ -66,6 +66,23 @@ def cost_row(strategy: str, calls: list[dict[str, Any]], answer: str, facts: dic
     }
 
 
+def bill_row(strategy: str, calls: list[dict[str, Any]], answer: str, facts: dict[str, Any]) -> dict[str, Any]:
+    """One line of notebook 07's bill, from the calls a MeteredModel recorded: the turns' own calls and the summary
+    calls, counted and in tokens (input + output), all tokens of all calls, and how many planted facts the last answer
+    still names."""
+    turn_calls = [c for c in calls if c["kind"] != "summary"]
+    summaries = [c for c in calls if c["kind"] == "summary"]
+    return {
+        "strategy": strategy,
+        "turn calls": len(turn_calls),
+        "summary calls": len(summaries),
+        "turn tokens": sum(c["input"] + c["output"] for c in turn_calls),
+        "summary tokens": sum(c["input"] + c["output"] for c in summaries),
+        "all tokens": sum(c["input"] + c["output"] for c in calls),
+        "facts kept": f"{len(facts_kept(answer, facts))}/{len(facts)}",
+    }
+
+
 # --- every call counted, by turn; when summarizing pays off; what it costs in dollars -------------------------------
 
 

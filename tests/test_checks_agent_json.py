@@ -18,12 +18,9 @@ def inject_state(record):
 
 BREAKAGES = {
     # an SDK that kept the window's bookkeeping somewhere else
-    "agent.json holds the three blocks side by side":
+    "agent.json holds three blocks of memory, beside the agent's id and two timestamps":
         lambda r: (r["agent_json"]["keys"].remove("conversation_manager_state"),
                    r["agent_json"].update(conversation_manager_state=None)),
-    # a restore that started the window again from zero: it would show every stored message
-    "a restore reads the state and the window count back from agent.json":
-        lambda r: r["window"].update(**{"restored removed": 0, "restored messages": 4}),
     # a state that accepted a Python set (and would fail later, when it is written)
     "set() refuses a value that is not JSON, when it is set":
         lambda r: r["refusals"]["errors"].update(**{"a Python set": None}),
@@ -34,13 +31,13 @@ BREAKAGES = {
     "set() writes nothing: agent.json is unchanged, byte for byte":
         lambda r: timing(r).update(**{"unchanged after set": False}),
     # a session manager that wrote the state only after the call (at AfterInvocationEvent)
-    "the state is on disk when the model is called: the next invocation wrote it":
+    "a value set before a call reaches agent.json with the call's prompt, before the model is called":
         lambda r: timing(r)["at call"].update(state={}),
     # a reply file written before the model had answered
     "the reply is not: a crash during the call loses it":
         lambda r: timing(r)["at call"].update(**{"message files": 2}),
     # a set() after the last call that reached the file all the same
-    "state set after the last write is only in memory":
+    "state set after the last call is only in memory: a crash loses it":
         lambda r: (r["agent_json"]["state"].update(visits=2), r["restored"]["state"].update(visits=2)),
     # a session that lost the reply's file
     "while the finished turn's messages are on disk, and a restore gets them":
@@ -51,7 +48,7 @@ BREAKAGES = {
         lambda r: r["snapshot"]["files"].append("message_0.json"),
     # a snapshot restore that kept the constructor's system prompt
     "a snapshot restore brings back the saved system prompt; a file restore keeps the new one":
-        lambda r: r["snapshot"].update(**{"restored system prompt": "Another prompt."}),
+        lambda r: r["snapshot"].update(**{"restored system prompt": agent_json.ANOTHER_PROMPT}),
 }
 
 globals().update(check_suite(agent_json, "02_agent_json_anatomy", BREAKAGES))

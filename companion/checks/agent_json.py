@@ -2,9 +2,8 @@
 
 The evidence never comes from the lesson's tables: `agent.json`, the message files and the snapshot are read again from
 disk as raw JSON; what the model received is what the model itself kept (the lesson agent's `MeteredModel`); fresh
-agents restore both sessions; and three probes repeat the lesson on agents of their own: one tries values that are not
-JSON, one reads its own files from inside the model call (a second method beside the lesson's hook), one has a window
-of two messages so that a restore has a window count to read back.
+agents restore both sessions; and two probes repeat the lesson on agents of their own: one tries values that are not
+JSON, one reads its own files from inside the model call (a second method beside the lesson's hook).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from strands import Agent
-from strands.agent.conversation_manager import SlidingWindowConversationManager
 from strands.models import Model
 from strands.session import FileSessionManager, SnapshotSessionManager
 from strands.storage import LocalFileStorage
@@ -27,17 +25,19 @@ from companion.support.ledger import Ledger
 from companion.support.workspace import reset_workspace
 
 CLAIMS = {
-    "C1": "three memories in agent.json; state checked when set, saved at the next invocation; a snapshot keeps "
-          "all in one file",
-    "S1": "agent.json holds state, window bookkeeping and internal state; a restore reads state and window count back",
+    "C1": "agent.json keeps your state beside the window's and the SDK's memory; a value set between calls reaches it "
+          "only with the next call's prompt",
+    "S1": "beside the agent's id and timestamps, agent.json holds three blocks of memory: yours, the window's, the SDK's",
     "S2": "agent.state.set checks each value as JSON at once, and writes nothing",
-    "S3": "the next invocation writes the state before the model is called; a crash loses what came after",
+    "S3": "a value set between calls reaches agent.json with the next call's prompt; a crash before then loses it, one "
+          "during the call loses the reply",
     "S4": "messages are for the model, state is for your code: the model never received the state",
     "S5": "a snapshot keeps the whole agent in one file and restores its saved system prompt",
 }
 BLOCKS = ["state", "conversation_manager_state", "_internal_state"]
+BESIDE = ["agent_id", "created_at", "updated_at"]  # the agent's id and two timestamps
 SNAPSHOT_KEYS = ["conversation_manager_state", "interrupt_state", "messages", "model_state", "state", "system_prompt"]
-ANOTHER_PROMPT = "Another prompt."
+ANOTHER_PROMPT = "You are a pirate."  # the new system prompt both restores are given, as in the lesson
 NOT_JSON = {"a Python set": lambda: {"memory", "state"}, "a set inside a dict": lambda: {"seen": {1, 2}},
             "an object": lambda: object()}
 
@@ -87,25 +87,10 @@ def _timing(model: Model, folder: Path) -> dict[str, Any]:
     before = path.read_bytes()
     probe.state.set("visits", 1)
     unchanged = path.read_bytes() == before
+    after_set = read_json(path)["state"]
     probe("Hello.")
-    return {"bytes": len(before), "unchanged after set": unchanged, "at call": wrapped.seen[0],
+    return {"bytes": len(before), "unchanged after set": unchanged, "after set": after_set, "at call": wrapped.seen[0],
             "message files after": len(message_files(folder, "probe"))}
-
-
-def _window(model: Model, folder: Path) -> dict[str, Any]:
-    """An agent whose window keeps two messages: two calls, then a restore from the files."""
-    folder = reset_workspace(folder)
-    window = {"conversation_manager": SlidingWindowConversationManager(window_size=2)}
-    first = _file_session(model, folder, "window", **window)
-    first.state.set("visits", 1)
-    first("Hello.")
-    first("Hello again.")
-    saved = read_json(agent_dir(folder, "window") / "agent.json")
-    window = {"conversation_manager": SlidingWindowConversationManager(window_size=2)}
-    back = _file_session(model, folder, "window", **window)
-    return {"saved state": saved["state"], "saved removed": saved["conversation_manager_state"]["removed_message_count"],
-            "files": len(message_files(folder, "window")), "restored state": back.state.get(),
-            "restored removed": back.conversation_manager.removed_message_count, "restored messages": len(back.messages)}
 
 
 def _snapshot(model: Model, snapshot_dir: Path, session_id: str) -> dict[str, Any]:
@@ -137,7 +122,6 @@ def record(agent: Agent, storage_dir: Path, session_id: str, snapshot_dir: Path,
                    "tools": len(e["tool_specs"]), "reply": e["reply"]} for e in agent.model.exchanges],
         "refusals": _refusals(model),
         "timing": _timing(model, Path(workspace_dir) / "probe"),
-        "window": _window(model, Path(workspace_dir) / "window"),
         "snapshot": _snapshot(model, snapshot_dir, snapshot_session_id),
     }, workspace_dir)
 
@@ -146,19 +130,12 @@ def claims(record: dict[str, Any]) -> Ledger:
     """Every check of notebook 02, decided from `record` alone."""
     ledger = Ledger(claims=CLAIMS)
     saved, memory, files = record["agent_json"], record["memory_state"], record["files"]
-    ledger.check("C1 S1", "agent.json holds the three blocks side by side",
-                 evidence=f"its keys: {saved['keys']}",
-                 holds=all(block in saved["keys"] and isinstance(saved[block], dict) for block in BLOCKS))
-    window = record["window"]
-    ledger.check("S1", "a restore reads the state and the window count back from agent.json",
-                 evidence=f"window-2 probe, two calls: agent.json {window['saved state']}, removed "
-                          f"{window['saved removed']}; restored {window['restored state']}, removed "
-                          f"{window['restored removed']}, {window['restored messages']} of {window['files']} messages",
-                 holds=window["saved removed"] == 2 == window["restored removed"]
-                 and window["saved state"] == {"visits": 1} == window["restored state"]
-                 and window["restored messages"] == window["files"] - 2)
+    ledger.check("C1 S1", "agent.json holds three blocks of memory, beside the agent's id and two timestamps",
+                 evidence=f"its keys, read from disk: {saved['keys']}",
+                 holds=sorted(saved["keys"]) == sorted(BLOCKS + BESIDE)
+                 and all(isinstance(saved[block], dict) for block in BLOCKS))
     errors = record["refusals"]["errors"]
-    ledger.check("C1 S2", "set() refuses a value that is not JSON, when it is set",
+    ledger.check("S2", "set() refuses a value that is not JSON, when it is set",
                  evidence=f"{len(errors)} values tried on a fresh agent: " + "; ".join(
                      f"{name}: {'refused, naming ' + error.split(': ')[-1] if error else 'stored'}"
                      for name, error in errors.items()),
@@ -171,18 +148,22 @@ def claims(record: dict[str, Any]) -> Ledger:
                  and sorted(memory) == sorted(saved["state"]) == ["user", "visits"])
     timing = record["timing"]
     ledger.check("C1 S2", "set() writes nothing: agent.json is unchanged, byte for byte",
-                 evidence=f"probe agent.json after set(): the same {timing['bytes']} bytes: "
+                 evidence=f"a probe agent's agent.json after set(): the same {timing['bytes']} bytes: "
                           f"{timing['unchanged after set']}",
                  holds=timing["unchanged after set"] is True)
-    ledger.check("C1 S3", "the state is on disk when the model is called: the next invocation wrote it",
-                 evidence=f"probe agent.json state, read by the model as it was called: {timing['at call']['state']}",
-                 holds=timing["at call"]["state"] == {"visits": 1})
+    at_call = timing["at call"]
+    ledger.check("C1 S3", "a value set before a call reaches agent.json with the call's prompt, before the model is called",
+                 evidence=f"the probe set visits=1, then called: agent.json's state after set() {timing['after set']}; "
+                          f"when the model was called {at_call['state']}, beside {at_call['message files']} message "
+                          f"file, the prompt",
+                 holds=timing["after set"] == {} and at_call["state"] == {"visits": 1}
+                 and at_call["message files"] == 1)
     ledger.check("S3", "the reply is not: a crash during the call loses it",
-                 evidence=f"probe message files at the model call: {timing['at call']['message files']}; "
-                          f"after it: {timing['message files after']}",
-                 holds=timing["at call"]["message files"] == 1 and timing["message files after"] == 2)
+                 evidence=f"the probe's message files when the model was called: {at_call['message files']}; "
+                          f"after the call: {timing['message files after']}",
+                 holds=at_call["message files"] == 1 and timing["message files after"] == 2)
     restored = record["restored"]
-    ledger.check("S3", "state set after the last write is only in memory",
+    ledger.check("C1 S3", "state set after the last call is only in memory: a crash loses it",
                  evidence=f"visits in memory {memory.get('visits')}, in agent.json {saved['state'].get('visits')}, "
                           f"after a fresh restore {restored['state'].get('visits')}",
                  holds=memory.get("visits") == 2 and saved["state"].get("visits") == 1
@@ -194,21 +175,20 @@ def claims(record: dict[str, Any]) -> Ledger:
     first = record["calls"][0] if record["calls"] else {"messages": [], "system_prompt": None, "tools": 0}
     received = json.dumps([first["messages"], first["system_prompt"]], ensure_ascii=False)
     ledger.check("S4", "the model never received the state: only the prompt and the system prompt",
-                 evidence=f"the call received {first['messages']} and system prompt {first['system_prompt']!r}; "
-                          f"'visits' in it: {'visits' in received}",
+                 evidence=f"the call received {first['messages']}, system prompt {first['system_prompt']!r} and "
+                          f"{first['tools']} tool specs; 'visits' in it: {'visits' in received}",
                  holds=first["messages"] == files[:1] and first["system_prompt"] == record["system_prompt"]
                  and first["tools"] == 0 and "visits" not in received)
     snapshot = record["snapshot"]
-    ledger.check("C1 S5", "the snapshot manager keeps everything in one file",
+    ledger.check("S5", "the snapshot manager keeps everything in one file",
                  evidence=f"{len(snapshot['files'])} file, {', '.join(snapshot['files'])}: "
                           f"{len(snapshot['messages'])} messages, state {sorted(snapshot['state'] or {})}, and "
                           f"{', '.join(k for k in snapshot['keys'] if k not in ('messages', 'state'))}",
                  holds=snapshot["files"] == ["snapshot_latest.json"] and set(SNAPSHOT_KEYS) <= set(snapshot["keys"])
                  and len(snapshot["messages"]) == 4 and bool(snapshot["state"]))
     ledger.check("S5", "a snapshot restore brings back the saved system prompt; a file restore keeps the new one",
-                 evidence=f"both given {ANOTHER_PROMPT!r}: the snapshot restored "
-                          f"{snapshot['restored system prompt']!r}, the file session "
-                          f"{restored['system_prompt']!r}",
+                 evidence=f"both restored with {ANOTHER_PROMPT!r}: the snapshot brought back "
+                          f"{snapshot['restored system prompt']!r}, the file session kept {restored['system_prompt']!r}",
                  holds=snapshot["restored system prompt"] == record["system_prompt"] != ANOTHER_PROMPT
                  and restored["system_prompt"] == ANOTHER_PROMPT)
     return ledger

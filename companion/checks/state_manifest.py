@@ -87,6 +87,13 @@ def _manifest(system_prompt: str) -> str:
     return system_prompt.partition(MANIFEST)[2].partition("</manifest>")[0].strip()
 
 
+def _stored_turns(start: int | None, call: dict[str, Any]) -> str:
+    """Which turns a restored call received, read back from the message files (two files a turn, from 0)."""
+    if start is None:
+        return "messages that are not a run of the session's files"
+    return f"stored turns {start // 2 + 1}-{(start + len(call['messages']) - 1) // 2 + 1}"
+
+
 def _turns(flags: list[bool]) -> list[int]:
     return [turn for turn, flag in enumerate(flags, start=1) if flag]
 
@@ -121,7 +128,8 @@ def claims(record: dict[str, Any]) -> Ledger:
     if late:
         carrying = [turn for turn, call in enumerate(late, start=half + 2) if _carries(call, codename)]
         ledger.check("C1 S1", gone, holds=not carrying,
-                     evidence=f"calls of turns {half + 2}-{turns}; turns whose call carries it: {carrying or 'none'}")
+                     evidence=f"w = {2 * half}: calls of turns {half + 2}-{turns}; turns whose call carries it: "
+                              f"{carrying or 'none'}")
         reply = plain["calls"][-1]["reply"]
         ledger.check("S1", unanswered, evidence=f"reply: {reply.strip()!r}", holds=codename not in reply)
     else:
@@ -175,7 +183,7 @@ def claims(record: dict[str, Any]) -> Ledger:
     same_early = [shape(q["messages"]) == shape(p["messages"]) and (q["input"] == p["input"] or not offline)
                   for q, p in zip(pinned["calls"][:early], plain["calls"][:early])]
     ledger.check("S4", "pin_first=2 sends nothing extra up to turn w/2 + 1",
-                 evidence=f"calls 1-{early}: the same messages and input tokens as without the pin in "
+                 evidence=f"w = {2 * half}: calls 1-{early}: the same messages and input tokens as without the pin in "
                           f"{sum(same_early)} of {early}",
                  holds=len(same_early) == early and all(same_early))
     if turns > half + 1:
@@ -183,7 +191,7 @@ def claims(record: dict[str, Any]) -> Ledger:
         on_top = [shape(q["messages"]) == shape(turn_1 + p["messages"])
                   for q, p in zip(pinned["calls"][half + 1:], plain["calls"][half + 1:])]
         ledger.check("S4", "from turn w/2 + 2 on, pin_first=2 sends turn 1's two messages on top of the window",
-                     evidence=f"calls {half + 2}-{turns}: turn 1's two messages, then exactly the unpinned call's "
+                     evidence=f"w = {2 * half}: calls {half + 2}-{turns}: turn 1's two messages, then exactly the unpinned call's "
                               f"messages, in {sum(on_top)} of {len(on_top)}; last reply "
                               f"{pinned['calls'][-1]['reply'].strip()!r}",
                      holds=len(on_top) == turns - half - 1 and all(on_top) and codename in pinned["calls"][-1]["reply"])
@@ -203,8 +211,8 @@ def claims(record: dict[str, Any]) -> Ledger:
     pin_claim = "after a restart, the pinned agent loses turn 1 and its call receives the codename nowhere"
     if pin["removed_before"] > 0:
         ledger.check("S5", pin_claim,
-                     evidence=f"turn 1 in memory before: {plant in pin['before']}; the call got the files from "
-                              f"message_{pin_start}.json on; codename in it {_carries(pin_call, codename)}; "
+                     evidence=f"turn 1 in memory before: {plant in pin['before']}; the call received "
+                              f"{_stored_turns(pin_start, pin_call)}; codename in it {_carries(pin_call, codename)}; "
                               f"reply {pin_call['reply'].strip()!r}",
                      holds=plant in pin["before"] and bool(pin_start) and not _carries(pin_call, codename)
                      and codename not in pin_call["reply"])
@@ -214,7 +222,7 @@ def claims(record: dict[str, Any]) -> Ledger:
     in_messages = codename in json.dumps(hook_call["messages"])
     in_manifest = codename in _manifest(hook_call["system_prompt"])
     ledger.check("C1 S5", "after a restart, the hook rebuilds the manifest from the restored state, and it answers",
-                 evidence=f"the call got the files from message_{hook_start}.json on; codename in the manifest "
+                 evidence=f"the call received {_stored_turns(hook_start, hook_call)}; codename in the manifest "
                           f"{in_manifest}, in messages {in_messages}; reply {hook_call['reply'].strip()!r}",
                  holds=in_manifest and codename in hook_call["reply"] and hook_start is not None
                  and (not in_messages or hook_start == 0))

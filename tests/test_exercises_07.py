@@ -1,147 +1,114 @@
-"""Notebook 07's exercises replayed with their solutions: each must show the difference the exercise promises, against
-the committed default run, with every row of the claims ledger holding."""
+"""Notebook 07's exercises, replayed: one run with the parameters of exercises 1 and 4 (more turns, a bigger budget:
+the first changes only the 30-turn runs, the second only what the summarizing manager does, and each exercise reads
+its own figures), one with exercise 2's window and exercise 3's solution appended (the solution only reads the payoff
+run, which the window does not touch), and the refusals, each stopping at the setup cell."""
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import nbformat
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run, run_once, solution_code
 
 NAME = "07_cost_of_remembering.ipynb"
-
-
-def replay(tmp_path: Path, parameters: dict, extra_cells: tuple[str, ...] = ()) -> str:
-    """Run notebook 07 with `parameters` (and `extra_cells` appended); every ledger row must hold. Returns what it
-    printed or displayed."""
-    out = run(NAME, tmp_path, parameters, extra_cells)
-    assert checks_held(out), ledger_text(out)
-    return printed(out, plain=True)
 
 
 def committed_text() -> str:
     return printed(nbformat.read(NOTEBOOKS / NAME, as_version=4), plain=True)
 
 
-def total_tokens(text: str, strategy: str) -> int:
-    """A strategy's all-tokens total from the 'Reading the table' lines."""
-    match = re.search(rf"^{re.escape(strategy)}\s+([\d,]+) tokens", text, re.MULTILINE)
-    assert match, f"no total printed for {strategy}"
-    return int(match.group(1).replace(",", ""))
-
-
-def table_row(text: str, strategy: str) -> list[str]:
-    """The cells of one row of the first displayed table (its text form), after the strategy name."""
-    match = re.search(rf"^{re.escape(strategy)}\s+(.*)$", text, re.MULTILINE)
-    assert match, f"no row for {strategy}"
+def bill_row(text: str, strategy: str) -> list[str]:
+    """The cells of one row of the bill (its text form), after the strategy: turn calls, summary calls, turn tokens,
+    summary tokens, all tokens, facts kept, the agent's own count."""
+    match = re.search(rf"^{re.escape(strategy)}\s+(\d.*)$", text, re.MULTILINE)
+    assert match, f"no bill row for {strategy}"
     return match.group(1).split()
 
 
-def payoff_cell(text: str, strategy: str) -> str:
-    """The 'pays off (tokens)' cell of a strategy in the payoff table: a turn number or 'not in N'."""
-    longer = text.split("the longer run")[1]
-    match = re.search(rf"^{re.escape(strategy)}\s+(not in \d+|\d+)\s", longer, re.MULTILINE)
-    assert match, f"no payoff row for {strategy}"
+def payoff(text: str, count: str) -> str:
+    match = re.search(rf"{count}: payoff turn (\d+|none) of \d+\n", text)
+    assert match, f"no payoff line for {count}"
     return match.group(1)
 
 
-def payoff_row(text: str, strategy: str) -> list[str]:
-    """The cells of a strategy's row of the payoff table (its text form), after the name, for a strategy whose payoff
-    cells are turn numbers: pays off (tokens), pays off (USD), tokens at `turns`, tokens at `payoff_turns`, gap/turn,
-    USD."""
-    longer = text.split("the longer run")[1]
-    match = re.search(rf"^{re.escape(strategy)}\s+(\d+\s+\d+\s.*)$", longer, re.MULTILINE)
-    assert match, f"no payoff row with turn numbers for {strategy}"
-    return match.group(1).split()
+@pytest.fixture(scope="module")
+def longer_and_bigger_budget(tmp_path_factory):
+    notebook, _ = run_once(tmp_path_factory, NAME, {"turns": 60, "token_budget": 400})
+    assert checks_held(notebook), ledger_text(notebook)
+    return printed(notebook, plain=True)
 
 
-def test_exercise_1_doubling_the_conversation_about_quadruples_the_bill(tmp_path, workspace_root):
-    text = replay(tmp_path, {"workspace": "ex_07a", "turns": 60})
-    ratio = total_tokens(text, "no pruning") / total_tokens(committed_text(), "no pruning")
-    assert 3.5 < ratio < 4.5, ratio
-    print(f"ex1: ratio {ratio:.2f}")
-    assert (workspace_root / "ex_07a").is_dir()
-
-
-def test_exercise_2_a_window_of_58_keeps_every_fact_at_no_pruning_cost(tmp_path, workspace_root):
-    text = replay(tmp_path, {"workspace": "ex_07b", "window_size": 58})
-    assert table_row(committed_text(), "sliding window (10)")[-1] == "0/3", "the default window forgets"
-    window, everything = table_row(text, "sliding window (58)"), table_row(text, "no pruning")
-    assert window[-1] == "3/3", "the window still holds turn 1 when the question comes"
-    assert window[0] == everything[0], "and its last turn costs as much as keeping everything"
-    assert total_tokens(text, "sliding window (58)") == total_tokens(text, "no pruning")
-
-
-def test_exercise_3_a_larger_budget_summarizes_less_and_makes_every_turn_dearer(tmp_path, workspace_root):
-    text = replay(tmp_path, {"workspace": "ex_07c", "token_budget": 400})
-    default = committed_text()
-    manager = "summarizing manager"
-    calls = lambda t: int(table_row(t, manager)[-5])  # noqa: E731 - the summary calls column
-    assert calls(text) < calls(default)
-    assert total_tokens(text, manager) < total_tokens(default, manager), "over 30 turns it costs less"
-    longer = lambda t: int(payoff_row(t, manager)[3])  # noqa: E731 - its tokens at the last turn of the longer run
-    assert longer(text) > longer(default), "over the longer run it costs more"
-    last = lambda t: int(table_row(t, manager)[0])  # noqa: E731 - the last turn tokens column
-    assert payoff_cell(text, "prune(): summarize").startswith("not in"), "summarize-on-read still does not pay off"
-    print(f"ex3: summary calls {calls(text)} instead of {calls(default)}; {total_tokens(text, manager):,} tokens instead "
-          f"of {total_tokens(default, manager):,}; last turn {last(text)} instead of {last(default)}; longer run "
-          f"{longer(text):,} instead of {longer(default):,}; pays off (tokens, USD) {payoff_row(text, manager)[:2]} "
-          f"instead of {payoff_row(default, manager)[:2]}")
-
-
-def test_exercise_4_persisting_the_summary_pays_off(tmp_path, workspace_root):
+@pytest.fixture(scope="module")
+def wide_window_priced(tmp_path_factory):
     (code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
-    assert payoff_cell(committed_text(), "prune(): summarize").startswith("not in"), "the baseline never pays off"
-    text = replay(tmp_path, {"workspace": "ex_07d"}, (code,))
-    fewer = re.search(r"summary calls: (\d+) instead of (\d+)", text)
-    assert fewer and int(fewer.group(1)) < int(fewer.group(2)) / 2
-    turn = re.search(r"persisting the summary pays off from turn (\d+)$", text, re.MULTILINE)
-    assert turn, "persisting the summary gets a payoff turn"
-    stored = json.loads((workspace_root / "ex_07d" / "hand-built-persisting" / "session_cost-demo" / "messages.json").read_text())
-    users = [json.dumps(m["content"], sort_keys=True) for m in stored if m["role"] == "user"]
-    assert all(a != b for a, b in zip(users, users[1:])), "no exchange is stored twice (consecutive prompts differ)"
-    assert stored[-1]["role"] == "assistant"
-    assert len(stored) < 2 * 150, "the store keeps the pruned view, not the transcript"
-    print(f"ex4: {fewer.group(0)}, pays off from turn {turn.group(1)}, {len(stored)} messages stored")
+    notebook, _ = run_once(tmp_path_factory, NAME, {"window_size": 58}, [code])
+    assert checks_held(notebook), ledger_text(notebook)
+    return notebook
 
 
-def test_exercise_5_a_shorter_longer_run_loses_autos_payoff_turn(tmp_path, workspace_root):
-    default = committed_text()
-    assert payoff_cell(default, 'context_manager="auto"').isdigit(), "in the default run auto pays off"
-    text = replay(tmp_path, {"workspace": "ex_07e", "payoff_turns": 100})
-    assert payoff_cell(text, 'context_manager="auto"') == "not in 100"
-    assert payoff_cell(text, "summarizing manager") == payoff_cell(default, "summarizing manager")
-    auto = payoff_cell(default, 'context_manager="auto"')
-    print(f"ex5: auto from turn {auto} -> not in 100; summarizing manager {payoff_cell(text, 'summarizing manager')}")
+def test_exercise_1_doubling_the_conversation_about_quadruples_the_bill(longer_and_bigger_budget):
+    ratio = int(bill_row(longer_and_bigger_budget, "no pruning")[4]) / int(bill_row(committed_text(), "no pruning")[4])
+    assert 3.5 < ratio < 4.5, ratio
+    assert bill_row(committed_text(), "no pruning")[4] == "7397", "the figure the exercise quotes"
+    assert f"{ratio:.1f}" == "3.8", "the solution's figure"
 
 
-def test_smallest_window_keeps_the_checks(tmp_path, workspace_root):
-    text = replay(tmp_path, {"workspace": "ex_07w", "window_size": 2, "turns": 10, "payoff_turns": 40})
-    assert table_row(text, "sliding window (2)")[-1] == "0/3"
+def test_exercise_4_a_bigger_budget_brings_the_two_payoff_turns_together(longer_and_bigger_budget):
+    assert (payoff(committed_text(), "every call"), payoff(committed_text(), "turn calls only")) == ("32", "10")
+    assert (payoff(longer_and_bigger_budget, "every call"), payoff(longer_and_bigger_budget, "turn calls only")) == (
+        "34", "26")
+
+
+def test_exercise_2_a_window_of_58_keeps_every_fact_at_no_pruning_cost(wide_window_priced):
+    text = printed(wide_window_priced, plain=True)
+    assert bill_row(committed_text(), "window (10)")[5] == "0/3", "the default window forgets"
+    window, everything = bill_row(text, "window (58)"), bill_row(text, "no pruning")
+    assert window[5] == "3/3", "the window still holds turn 1 when the question comes"
+    assert window[4] == everything[4], "and it costs what keeping everything costs"
+    ledger = " ".join(ledger_text(wide_window_priced).split())
+    assert "6 of 6 claims hold (20 of 22 checks hold)" in ledger
+    assert "not checked: a window of 58 never fills in 30 turns: the last call's 59 messages fit" in ledger
+    assert "not checked: a window of 58 holds all 59 messages of 30 turns: nothing was cut" in ledger
+
+
+def test_exercise_3_in_dollars_the_summary_pays_off_later(wide_window_priced):
+    text = printed(wide_window_priced)
+    assert "$0.0008 per 1,000 input tokens, $0.0032 per 1,000 output tokens" in text
+    assert "in dollars, the kept summary pays off from turn 40" in text
+    assert payoff(text, "every call") == "32", "later than in tokens"
 
 
 @pytest.mark.parametrize("parameters, message", [
     ({"window_size": 5}, "window_size must be an even number of 2 or more"),
     ({"turns": 300}, "turns must be a whole number from 8 to 200"),
-    ({"turns": 60, "payoff_turns": 40}, "payoff_turns must be a whole number from 60 to 200"),
-    ({"summary_ratio": 0.95}, "summary_ratio must be a number in"),
+    ({"payoff_turns": 30}, "payoff_turns must be a whole number from 40 to 200"),
+    ({"token_budget": 1000}, "token_budget must be a whole number from 50 to 400"),
 ])
-def test_parameters_outside_the_lesson_stop_with_a_reason(parameters, message, tmp_path, workspace_root):
+def test_parameters_outside_the_lesson_stop_before_the_workspace_is_reset(parameters, message, tmp_path,
+                                                                          workspace_root):
+    (workspace_root / "ex_07x").mkdir()
+    (workspace_root / "ex_07x" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match=message):
         run(NAME, tmp_path, {"workspace": "ex_07x", **parameters})
+    assert (workspace_root / "ex_07x" / "keep.txt").read_text() == "keep"
+
+
+def test_smallest_accepted_values_keep_the_checks(tmp_path, workspace_root):
+    out = run(NAME, tmp_path, {"workspace": "ex_07w", "window_size": 2, "turns": 8, "payoff_turns": 40,
+                               "token_budget": 50})
+    assert checks_held(out), ledger_text(out)
+    assert bill_row(printed(out, plain=True), "window (2)")[5] == "0/3"
 
 
 @pytest.mark.parametrize("preserve, ratio", [(0, 0.3), (2, 0.3), (3, 0.5), (4, 0.3), (5, 0.1)])
-def test_notebook_07s_summarizing_manager_sends_only_requests_that_pass_converse_rules(preserve, ratio):
-    """ConverseSummarizingConversationManager (companion/models/converse_rules.py, taught in notebook 05), at the settings
-    notebook 07's parameters allow: every call, the summarization calls included, breaks none of the rules
-    companion/models/converse_rules.py writes down for Bedrock's Converse API, it still
-    summarizes, and every prompt after the summarized ones is still sent. join_user_messages, for prune()'s view,
-    joins two user messages in a row without modifying its input."""
+def test_the_summarizing_manager_sends_only_requests_that_pass_converse_rules(preserve, ratio):
+    """ConverseSummarizingConversationManager (companion/models/converse_rules.py, taught in notebook 05), at notebook
+    07's settings (4, 0.3) and others: every call, the summary calls included, breaks none of the rules
+    companion/models/converse_rules.py writes down for Bedrock's Converse API, it still summarizes, and every prompt
+    after the summarized ones is still sent. join_user_messages, for prune()'s view, joins two user messages in a row
+    without modifying its input."""
     from strands import Agent
 
     from companion.memory.pruning import join_user_messages
@@ -167,8 +134,9 @@ def test_notebook_07s_summarizing_manager_sends_only_requests_that_pass_converse
     assert len(pair) == 2 and pair[0]["content"] == [{"text": "a"}], "the input list is not modified"
 
 
-def test_no_ledger_row_of_notebook_07_is_decided_in_advance():
-    """A row whose `holds` is a literal True (or False) can never fail (or hold) whatever the run shows."""
+def test_no_check_of_notebook_07_is_decided_in_advance():
+    """A check whose `holds` is a literal True (or False) can never fail (or hold) whatever the run shows."""
+    source = (NOTEBOOKS.parent / "companion" / "checks" / "cost_of_remembering.py").read_text(encoding="utf-8")
     notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
-    assert not re.search(r"holds\s*=\s*(True|False)\b", code)
+    assert not re.search(r"holds\s*=\s*(True|False)\b", source + code)

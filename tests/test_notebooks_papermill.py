@@ -55,8 +55,8 @@ REPLAYS = [
     ),
     (
         "07_cost_of_remembering.ipynb",
-        {"workspace": "pm_07", "turns": 12, "payoff_turns": 40, "window_size": 6, "codename": "PHOENIX", "learners": 12},
-        "the longer run: 40 turns",
+        {"workspace": "pm_07", "turns": 12, "payoff_turns": 40, "window_size": 6, "codename": "PHOENIX", "token_budget": 200},
+        "every call: payoff turn 28 of 40",
     ),
     (
         "08_what_to_remember.ipynb",

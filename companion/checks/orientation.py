@@ -36,7 +36,6 @@ CLAIMS = {
     "S5": "this notebook writes only in its own workspace folder, emptied at the top",
 }
 NOVA_PRO = "amazon.nova-pro-v1:0"
-MARKER = ".workbook-workspace"  # what reset_workspace writes in a folder it made
 
 
 def _user(text: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Notebook 06's exercises, replayed: one run with exercise 2's parameter and the solutions of 3 and 4 appended (they
-write only their own file and draw a figure; the notebook's checks run again after them), exercise 1 on its own (its
-query changes what exercise 4 draws), and the refusals of bad parameters on their own."""
+write only their own file and draw a figure; which fact each pet question finds first, and the notebook's checks, run
+again after them), exercise 1 on its own (its query changes what exercise 4 draws), and the refusals of bad parameters
+on their own."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ CLUSTER = "The user's production cluster is called atlas-prod in eu-west-1."
 
 # After the solutions: what the store's own search (the one a search tool would call) returns at min_score 0.6.
 STORE_SEARCH = 'print("STORE SEARCH", len(await vector_store.search(query, {"max_search_results": 12})))'
+# After exercise 3's solution: which fact each pet question finds first among the 47.
+PET_FIRSTS = """
+pet_store = NumpyMemoryStore(vectors)
+for pair in all_pairs:
+    await pet_store.add(pair["fact"])
+for question in ("Do they own any pets?", "What name does their pet answer to?"):
+    print("FIRST FOR", question, (await pet_store.search(question, {"max_search_results": 1}))[0].content)
+"""
 
 
 def check_cell() -> str:
@@ -31,7 +40,7 @@ def exercises_run(tmp_path_factory):
     solutions = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
     assert len(solutions) == 2, "the solutions of exercises 3 and 4"
     notebook, root = run_once(tmp_path_factory, NAME, {"min_score": 0.6},
-                              [*solutions, STORE_SEARCH, check_cell()])
+                              [*solutions, STORE_SEARCH, PET_FIRSTS, check_cell()])
     return notebook, root
 
 
@@ -55,9 +64,12 @@ def test_exercise_3_your_own_pairs(exercises_run):
     notebook, root = exercises_run
     text = printed(notebook)
     assert "44 questions over 44 memories" in text and "vector (cosine)" in printed(notebook, plain=True)
+    assert re.search(r"vector \(cosine\)\s+0\.8864", printed(notebook, plain=True)), "recall@1 before the new pairs"
     assert "recall@1 over 47 pairs: 0.8298" in text, "from 0.8864"
     assert "('Do they own any pets?', 2)" in text, "the new dog comes before the cats"
+    assert "FIRST FOR Do they own any pets? The user's dog is called Pixel." in text
     assert "('What name does their pet answer to?', 2)" in text, "the new pet question finds the cats first"
+    assert "FIRST FOR What name does their pet answer to? The user has two cats named Miso and Tofu." in text
     assert (root / "06_vector_recall" / "my_pairs.jsonl").is_file(), "written in the notebook's workspace"
 
 

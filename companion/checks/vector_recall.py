@@ -2,10 +2,11 @@
 fresh one, and recall over the evaluation pairs, each checked by a second method.
 
 The evidence never comes from the lesson's tables: cosines are recomputed with numpy from fresh embeddings of the
-store's texts (found a second way: the data file and the agent's `add_memory` calls in the session files), keyword
-rankings with SQL on the store's FTS5 index and from the SDK file store's markdown files, what each model call received
-from a `MeteredModel`'s exchanges, the stored rows with SQL on a connection of their own, and the sessions from their
-message files. The 44 questions are ranked again with one numpy matrix product and with an FTS5 table of their own.
+store's texts (found a second way: the data file's earlier memories and the agent's `add_memory` calls in the session
+files), keyword rankings with SQL on the store's FTS5 index and from the SDK file store's markdown files, what each
+model call received from a `MeteredModel`'s exchanges, the stored rows with SQL on a connection of their own, and the
+sessions from their message files. The 44 questions are ranked again with one numpy matrix product and with an FTS5
+table of their own. The table the lesson showed is recorded as it was shown, to be compared with those recounts.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ CLAIMS = {
           "and a fresh agent answers from it",
     "S1": "MemoryManager takes any object with the five attributes and async search",
     "S2": "keyword search ranks by shared words, embedding search by meaning",
-    "S3": "the agent stores a memory with add_memory: one row per text, with the messages it came from",
+    "S3": "the agent stores a memory with add_memory: one row per text in a SQLite file",
     "S4": "a fresh agent answers from the injected memories: up to 5, minus those below min_score",
     "S5": "injection adds memories to one call, not to the stored history",
     "S6": "over the 44 pairs, vector search beats keyword search, and keyword search has no shared word to find",
@@ -69,12 +70,22 @@ def _tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return uses
 
 
-def _sdk_ranking(question: str, notes: dict[str, str]) -> list[str]:
+def _sdk_scored(question: str, notes: dict[str, str]) -> list[tuple[str, int]]:
     """The SDK file store's rule, recomputed: the question's words minus stop words found in a file's name and text,
-    counted; ties in file-name order; files with no such word left out."""
+    counted; ties in file-name order; files with no such word left out. (memory, score), best first."""
     kept = tokenize(question) - STOP_WORDS
     scores = {stem: len(kept & tokenize(f"{stem} {text}")) for stem, text in notes.items()}
-    return [notes[s].strip() for s in sorted(scores, key=lambda s: (-scores[s], s)) if scores[s]]
+    return [(notes[s].strip(), scores[s]) for s in sorted(scores, key=lambda s: (-scores[s], s)) if scores[s]]
+
+
+def _sdk_ranking(question: str, notes: dict[str, str]) -> list[str]:
+    """The memories in the SDK file store's order, recomputed (`_sdk_scored` without the scores)."""
+    return [memory for memory, _ in _sdk_scored(question, notes)]
+
+
+def _rank(order: list[str], text: str) -> int | None:
+    """Where `text` ranks in `order`, from 1 (None: not there)."""
+    return order.index(text) + 1 if text in order else None
 
 
 def _ranks(pairs: list[dict[str, str]], embedder: Any) -> tuple[list[int], list[int | None]]:
@@ -96,16 +107,18 @@ def _ranks(pairs: list[dict[str, str]], embedder: Any) -> tuple[list[int], list[
 
 
 def record(memories: Any, *, query: str, top_k: int, min_score: float, embedder: Any, agents: dict[str, Agent],
-           store: Any, hits: dict[str, list], bars: Any, pairs: list[dict[str, str]], result: dict[str, Any],
+           store: Any, ranked: list[dict[str, Any]], bars: Any, pairs: list[dict[str, str]], result: dict[str, Any],
            workspace_dir: Path) -> dict[str, Any]:
     """The evidence of notebook 06's run. `agents` maps "probe" (on the numpy `store`), "writer" (session 1) and
-    "reader" (session 2) to their agents; `hits` are the three searches the lesson showed, `bars` its bar chart and
-    `result` its evaluation of `pairs`."""
+    "reader" (session 2) to their agents; `ranked` is the table of the three searches the lesson showed (each
+    search's first `top_k` rows and the answer's row), `bars` its bar chart and `result` its evaluation of `pairs`."""
     workspace_dir = Path(workspace_dir)
     sessions, path = workspace_dir / "sessions", workspace_dir / "memory.db"
     monday = _messages(sessions, "monday-chat")
     uses = _tool_uses(monday)
-    texts = list(dict.fromkeys([*memories.memories, *(e for u in uses for e in u["entries"])]))
+    entries = [e for u in uses for e in u["entries"]]
+    texts = list(dict.fromkeys([*memories.memories, *entries]))  # what the cosines are computed for
+    stored = list(dict.fromkeys([*memories.earlier, *entries]))  # what the store should hold: code's, then the agent's
     text_vectors = embedder.embed(texts)  # fresh embeddings, not the store's
 
     def cosines(question: str) -> dict[str, float]:
@@ -132,12 +145,12 @@ def record(memories: Any, *, query: str, top_k: int, min_score: float, embedder:
         "query": query, "data_query": memories.query, "answer": memories.expected, "top_k": top_k,
         "min_score": min_score, "data_texts": list(memories.memories), "earlier": list(memories.earlier),
         "offline_rules": isinstance(inner, OfflineModel) or resolve_bedrock_endpoint() == "local",
-        "texts": texts,
+        "texts": texts, "stored": stored,
         "cosines": {"query": cosines(query), "data_query": cosines(memories.query)},
         "fts": {name: [[c, s] for c, s in found] for name, found in fts.items()},
         "notes": notes,
-        "shown": {"sdk": [e.content for e in hits["sdk"]], "fts": [[h.content, h.score] for h in hits["fts"]],
-                  "vector": [[h.content, h.score] for h in hits["vector"]]},
+        "shown": [{"search": row["search"], "rank": int(row["rank"]), "score": float(row["score"]),
+                   "memory": row["memory"]} for row in ranked],
         "bars": {"widths": [bar.get_width() for bar in axes.containers[0]],
                  "names": [t.get_text().split(". ", 1)[1].rstrip("…") for t in axes.get_yticklabels()]},
         "numpy_store": {"classes": [c.__name__ for c in type(store).__mro__],
@@ -167,7 +180,7 @@ def _scores(ranks: list[int | None]) -> dict[str, float]:
 def claims(record: dict[str, Any]) -> Ledger:
     """Every check of notebook 06, decided from `record` alone."""
     ledger = Ledger(claims=CLAIMS)
-    answer, data_texts, texts = record["answer"], record["data_texts"], record["texts"]
+    answer, data_texts, stored = record["answer"], record["data_texts"], record["stored"]
     top_k, min_score = record["top_k"], record["min_score"]
 
     # The claim, on the data file's own paraphrase, so it holds whatever `query` the learner sets.
@@ -178,89 +191,86 @@ def claims(record: dict[str, Any]) -> Ledger:
                  holds=first == answer)
     fts_order = [c for c, _ in record["fts"]["data_query"] if c in data_texts]
     ledger.check("C1 S2", "FTS5 ranks it below an irrelevant memory",
-                 evidence=f"SQL bm25 order: the answer ranks "
-                          f"{fts_order.index(answer) + 1 if answer in fts_order else None}; first: {fts_order[:1]}",
+                 evidence=f"SQL bm25 order: the answer ranks {_rank(fts_order, answer)}; first: {fts_order[:1]}",
                  holds=bool(fts_order) and fts_order[0] != answer)
     sdk_order = _sdk_ranking(record["data_query"], record["notes"])
     ledger.check("C1 S2", "the SDK's keyword search ranks it below an irrelevant memory",
-                 evidence=f"recomputed from the markdown files: the answer ranks "
-                          f"{sdk_order.index(answer) + 1 if answer in sdk_order else None}; first: {sdk_order[:1]}",
+                 evidence=f"recomputed from the markdown files: the answer ranks {_rank(sdk_order, answer)}; "
+                          f"first: {sdk_order[:1]}",
                  holds=bool(sdk_order) and sdk_order[0] != answer)
 
-    # The three searches the lesson showed, for `query`.
-    fresh = record["cosines"]["query"]
+    # The table the lesson showed for `query`: each search's first top_k rows, and the answer's row.
+    everything = record["cosines"]["query"]
+    fresh = {t: everything[t] for t in stored if t in everything}  # the store's memories, by numpy cosine
     best_first = sorted(fresh, key=fresh.get, reverse=True)
-    shown = record["shown"]
-    ledger.check("S2", "the vector hits are the top_k memories by numpy cosine, with their scores",
-                 evidence=[f"{s:.4f} vs {fresh.get(c, float('nan')):.4f}" for c, s in shown["vector"]],
-                 holds=[c for c, _ in shown["vector"]] == best_first[:top_k]
-                 and all(abs(s - fresh[c]) < 1e-3 for c, s in shown["vector"]))
-    sql = record["fts"]["query"][:top_k]
-    ledger.check("S2", "the FTS5 hits and scores are SQL's bm25 of the ORed query",
-                 evidence=[f"{s:.4f}" for _, s in sql],
-                 holds=[c for c, _ in shown["fts"]] == [c for c, _ in sql]
-                 and all(abs(a - b) < 1e-3 for (_, a), (_, b) in zip(shown["fts"], sql)))
-    sdk_query = _sdk_ranking(record["query"], record["notes"])
-    ledger.check("S2", "the SDK file store's hits are the ranking recomputed from the files",
-                 evidence=f"hits {[c[9:25] for c in shown['sdk']]}; files' top {top_k} "
-                          f"{[c[9:25] for c in sdk_query[:top_k]]}",
-                 holds=shown["sdk"] == sdk_query[:top_k])
+    rows = {name: [r for r in record["shown"] if r["search"] == name]
+            for name in ("SDK file store", "FTS5 (BM25)", "vector (cosine)")}
+
+    def top(name: str) -> list[tuple[str, float]]:
+        return [(r["memory"], r["score"]) for r in rows[name] if r["rank"] <= top_k]
+
+    shown_vector = top("vector (cosine)")
+    ledger.check("S2", "the vector rows are the top_k memories by numpy cosine, with their scores",
+                 evidence=[f"{s:.4f} vs {fresh.get(c, float('nan')):.4f}" for c, s in shown_vector],
+                 holds=[c for c, _ in shown_vector] == best_first[:top_k]
+                 and all(abs(s - fresh[c]) < 1e-3 for c, s in shown_vector))
+    sql = record["fts"]["query"]
+    shown_fts = top("FTS5 (BM25)")
+    ledger.check("S2", "the FTS5 rows and scores are SQL's bm25 of the ORed query",
+                 evidence=[f"{s:.4f}" for _, s in sql[:top_k]],
+                 holds=[c for c, _ in shown_fts] == [c for c, _ in sql[:top_k]]
+                 and all(abs(a - b) < 1e-3 for (_, a), (_, b) in zip(shown_fts, sql)))
+    sdk_scored = _sdk_scored(record["query"], record["notes"])
+    shown_sdk = top("SDK file store")
+    ledger.check("S2", "the SDK file store's rows are its word counts, ties in file-name order, recomputed from the files",
+                 evidence=f"rows {[f'{c[9:25]} {s:g}' for c, s in shown_sdk]}; files' top {top_k} "
+                          f"{[f'{c[9:25]} {s:g}' for c, s in sdk_scored[:top_k]]}",
+                 holds=shown_sdk == [(c, float(s)) for c, s in sdk_scored[:top_k]])
+    recounted = {"SDK file store": _rank([c for c, _ in sdk_scored], answer),
+                 "FTS5 (BM25)": _rank([c for c, _ in sql], answer),
+                 "vector (cosine)": _rank(best_first, answer)}
+    table_ranks = {name: [r["rank"] for r in found if r["memory"] == answer] for name, found in rows.items()}
+    ledger.check("S2", "the answer's rank in each search, as the table shows it, is the recomputed one",
+                 evidence=[f"{name}: table {table_ranks[name]}, recomputed {recounted[name]}" for name in rows],
+                 holds=all(table_ranks[name] == ([recounted[name]] if recounted[name] else []) for name in rows))
 
     # The numpy store behind an agent.
     classes = record["numpy_store"]["classes"]
     ledger.check("S1", "the numpy store subclasses nothing",
                  evidence=f"its classes: {classes}", holds=classes[1:] == ["object"])
-    data_first = sorted((t for t in best_first if t in data_texts), key=fresh.get, reverse=True)
+    data_first = sorted(data_texts, key=everything.get, reverse=True)
     probe_saw = _seen(data_texts, record["numpy_store"]["received"])
     ledger.check("S1", "MemoryManager injected the numpy store's top 5 into the agent's call",
-                 evidence=f"received {len(probe_saw)}: {sorted(round(fresh[t], 3) for t in probe_saw)[::-1]}",
+                 evidence=f"received {len(probe_saw)}: {sorted(round(everything[t], 3) for t in probe_saw)[::-1]}",
                  holds=set(probe_saw) == set(data_first[:INJECTED]))
 
     # Session 1: the memory the agent stored, from the session's files and SQL on the store's file.
-    uses, rows = record["monday"]["uses"], record["monday"]["rows"]
-    by_text = {content: (rowid, meta) for rowid, content, meta in rows}
-    stored = [(u, e) for u in uses for e in u["entries"]]
+    uses, sql_rows = record["monday"]["uses"], record["monday"]["rows"]
+    contents = [c for _, c, _ in sql_rows]
+    written = [(u, e) for u in uses for e in u["entries"]]
     ledger.check("S3", "session 1's agent stored a memory itself, with the add tool",
-                 evidence=[f"files: {u['tool_use_id']} {u['status']}; its row's lineage names "
-                           f"{by_text.get(e, (None, {}))[1].get('lineage', {}).get('tool_use_id')}"
-                           for u, e in stored],
-                 holds=bool(stored) and all(
-                     u["status"] == "success"
-                     and by_text.get(e, (None, {}))[1].get("lineage", {}).get("tool_use_id") == u["tool_use_id"]
-                     for u, e in stored))
+                 evidence=[f"files: {u['tool_use_id']} {u['status']}; a row in SQL: {e in contents}" for u, e in written],
+                 holds=bool(written) and all(u["status"] == "success" and e in contents for u, e in written))
     if record["offline_rules"]:
         ledger.check("S3", "the memory it stored is the data file's sentence, word for word",
-                     evidence=f"add_memory entries (files): {[e for _, e in stored]}",
-                     holds=answer in [e for _, e in stored] and answer not in record["earlier"])
+                     evidence=f"add_memory entries (files): {[e for _, e in written]}",
+                     holds=answer in [e for _, e in written] and answer not in record["earlier"])
     else:
         ledger.skip("S3", "the memory it stored is the data file's sentence, word for word",
                     reason="a real model words the memory its own way")
-    ledger.equal("S3", "one row per text in the SQLite file", observed=sorted(c for _, c, _ in rows),
-                 expected=sorted(texts), what="rows in memories (SQL)")
+    ledger.equal("S3", "one row per text in the SQLite file: the earlier memories and the agent's",
+                 observed=sorted(contents), expected=sorted(stored), what="rows in memories (SQL)")
     ledger.equal("S3", "the memories persist in the file: a new store object on it finds them all",
-                 observed=record["monday"]["reopened_count"], expected=len(texts), what="memories")
-    lineage = {e: by_text.get(e, (None, {}))[1].get("lineage") or {} for _, e in stored}
-    ledger.check("S3", "the memory the agent stored records its turn, as the session's message files have it",
-                 evidence=[f"files: messages {u['messages']}; row: {lineage[e].get('derived')} "
-                           f"{lineage[e].get('session_id')} {lineage[e].get('messages')}" for u, e in stored],
-                 holds=bool(stored) and all(
-                     lineage[e].get("derived") == "tool call" and lineage[e].get("session_id") == "monday-chat"
-                     and lineage[e].get("messages") == u["messages"]
-                     and lineage[e].get("message_ids") == u["message_ids"] for u, e in stored))
-    with_lineage = sorted(c for _, c, meta in rows if "lineage" in meta)
-    ledger.check("S3", f"only the agent's memories record a lineage, none of the {len(record['earlier'])} from data/",
-                 evidence=f"rows with a lineage (SQL): {with_lineage}",
-                 holds=with_lineage == sorted({e for _, e in stored})
-                 and not set(with_lineage) & set(record["earlier"]))
+                 observed=record["monday"]["reopened_count"], expected=len(stored), what="memories")
 
     # Session 2: the fresh agent, from its session files and what the model received.
     thursday = record["thursday"]
     ledger.check("C1 S4", "it is a new session: no earlier message, only its own turn stored",
                  evidence=f"message files of thursday-chat: {len(thursday['files'])}",
                  holds=len(thursday["files"]) == 2)
-    top = best_first[:INJECTED]
-    near = {t for t in top if abs(fresh[t] - min_score) < 1e-3}  # either side of the store's rounding
-    expected = [t for t in top if fresh[t] >= min_score]
+    five = best_first[:INJECTED]
+    near = {t for t in five if abs(fresh[t] - min_score) < 1e-3}  # either side of the store's rounding
+    expected = [t for t in five if fresh[t] >= min_score]
     seen = _seen(best_first, thursday["received"])
     ledger.check("S4", "the fresh agent received those of the top 5 memories that reach min_score",
                  evidence=f"received {len(seen)}: {[f'{fresh[t]:.3f}' for t in seen]}; min_score {min_score:g}",
@@ -268,27 +278,27 @@ def claims(record: dict[str, Any]) -> Ledger:
     unlimited = _seen(best_first, thursday["unlimited"])
     ledger.check("S4", "with no threshold, the injection hands the model the top 5 memories, whatever top_k",
                  evidence=f"top_k {top_k}; received {len(unlimited)}: {[f'{fresh[t]:.3f}' for t in unlimited]}",
-                 holds=unlimited == top)
+                 holds=unlimited == five)
     given = [t for t in expected if t not in near]
     reply = thursday["reply"].strip()
     if record["offline_rules"]:  # the offline model answers from the first memory it was given, or says it has none
         ledger.check("C1 S4", "the fresh agent answers from the memories it was given",
                      evidence=f"reply: {reply!r}; quotes the first given (numpy): "
                               + (f"{given[0] in reply}" if given else "none given"),
-                     holds=given[0] in reply if given else not any(t in reply for t in texts))
+                     holds=given[0] in reply if given else not any(t in reply for t in stored))
     else:
         ledger.skip("C1 S4", "the fresh agent answers from the memories it was given",
                     reason="a real model's reply is its own wording")
-    not_given = [t for t in texts if t not in expected and t not in near]
+    not_given = [t for t in stored if t not in expected and t not in near]
     leaked = [t for t in not_given if t in seen]
     ledger.check("C1 S4", "what it was not given, the model never saw",
                  evidence=f"given: {len(given)}; of the other {len(not_given)} memories, in any of the model's "
                           f"{len(thursday['received'])} inputs: {len(leaked)}",
-                 holds=not leaked and len(not_given) + len(given) + len(near) == len(texts))
+                 holds=not leaked and len(not_given) + len(given) + len(near) == len(stored))
     plotted, names = record["bars"]["widths"], record["bars"]["names"]
     ledger.check("S4", "the bar chart plots every memory's cosine, sorted, each bar named by its memory",
                  evidence=f"{len(plotted)} bars; first {names[:1]} at {plotted[0]:.3f}" if plotted else "no bars",
-                 holds=len(plotted) == len(texts)
+                 holds=len(plotted) == len(stored)
                  and all(abs(w - fresh[t]) < 1e-3 for w, t in zip(plotted, best_first))
                  and all(n in t for n, t in zip(names, best_first)))
     files = "".join(thursday["files"])

@@ -126,6 +126,14 @@ def hit_rows(query: str, sdk_hits: Sequence[Any], fts_hits: Sequence[Any], vec_h
     return rows
 
 
+def ranked_rows(query: str, sdk_all: Sequence[Any], fts_all: Sequence[Any], vec_all: Sequence[Any],
+                explainer: FtsExplainer, *, top_k: int, answer: str) -> list[dict[str, Any]]:
+    """`hit_rows` of each search's full result list, cut to its first `top_k` rows and the answer's row, wherever it
+    ranks: the answer's rank in every search stands in one table."""
+    rows = hit_rows(query, sdk_all, fts_all, vec_all, explainer)
+    return [row for row in rows if row["rank"] <= top_k or row["memory"] == answer]
+
+
 def story(query: str, answer: str, explainer: FtsExplainer, total: int, sdk_all: Sequence[Any],
           fts_all: Sequence[Any]) -> str:
     """Plain sentences saying why each keyword search ranked what it did for this query. `sdk_all` and `fts_all` are

@@ -35,6 +35,11 @@ def content_words(text: str) -> set[str]:
     return {word for word in re.findall(r"[a-z0-9']+", text.lower()) if word not in FUNCTION_WORDS}
 
 
+def sharing_a_word(pairs: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The pairs whose question shares a content word with its fact: those a keyword search could find by that word."""
+    return [pair for pair in pairs if content_words(pair["fact"]) & content_words(pair["query"])]
+
+
 def load_pairs(path: str | Path) -> list[dict[str, str]]:
     """Read and check a JSONL file of fact/query pairs; an error names the line and what is wrong with it."""
     pairs = []

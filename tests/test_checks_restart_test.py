@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from checks_harness import check_suite
+from checks_harness import broken, check_suite, load_record
 
 from companion.checks import restart_test
 
@@ -38,12 +38,24 @@ def the_crash_left_the_result_too(record):
     record["crash"]["left"][kept["file"]] = kept["sha256"]
 
 
+def fact_in_environment(record):
+    """The second process inherited the facts in an environment variable: they did not cross in a file only."""
+    record["environment_with_facts"] = ["USER_FACTS"]
+
+
+def a_writer_wrote_elsewhere(record):
+    """A writer that said it restored 2 messages but wrote its turn as messages 4 and 5: no overwrite to explain."""
+    writer_said(record, "no-lock", "writer-2", "messages restored: 2\nreply: ok\nmessages now: 4\n"
+                "message ids written: [4, 5]\n")
+
+
 BREAKAGES = {
     # the two processes overlapped: the second started before the first had exited
     "two OS processes, neither of them this kernel; the second started after the first exited":
         lambda r: r["processes"]["recall"].update(started=later(r["processes"]["plant"]["ended"], -0.5)),
     # the second process was told the facts on its command line
-    "the second process was given no fact: the same program, backend, id and folder, and a question holding neither fact":
+    "the second process was given neither fact: its arguments are the same program, backend, id and folder and a "
+    "question; no variable of its environment holds the facts":
         lambda r: r["processes"]["recall"]["args"].__setitem__(-1, "I am Pin and I like 42. What is my name?"),
     # the plant wrote its message only after the second process had started
     "the facts were in a file before the second process started: message_0.json":
@@ -66,8 +78,9 @@ BREAKAGES = {
     "its reply gives neither fact, where the same question on the first id gave both":
         lambda r: theirs(r)[1].update(text="Your name is Pin and your favorite number is 42."),
     # without a lock, the second writer restored the first's turn: no race, nothing lost
-    "without a lock every writer reported its turn added, yet one turn reached disk":
-        lambda r: writer_said(r, "no-lock", "writer-2", "messages restored: 4\nreply: ok\nmessages now: 6\n"),
+    "without a lock every writer restored 2 messages and wrote its turn as messages 2 and 3, yet one turn reached disk":
+        lambda r: writer_said(r, "no-lock", "writer-2",
+                              "messages restored: 4\nreply: ok\nmessages now: 6\nmessage ids written: [4, 5]\n"),
     "with the lock none was lost: every prompt on disk, each followed by its reply":
         lose_the_last_reply,
     # a table that counted the files before the writers as lost
@@ -92,3 +105,21 @@ BREAKAGES = {
 }
 
 globals().update(check_suite(restart_test, "01_restart_test", BREAKAGES))
+
+
+def status_of(record, words):
+    (row,) = [r for r in restart_test.claims(record).rows if r.claim == words]
+    return row.status
+
+
+def test_a_fact_in_the_environment_fails_the_no_fact_check():
+    """The second way a fact could reach the second process besides its arguments: the environment it inherits."""
+    words = ("the second process was given neither fact: its arguments are the same program, backend, id and folder "
+             "and a question; no variable of its environment holds the facts")
+    assert status_of(broken(load_record("01_restart_test"), fact_in_environment), words) == "FAILS"
+
+
+def test_a_writer_that_wrote_other_ids_fails_the_no_lock_check():
+    """The writers' own report of the files they wrote is checked too, not only what they restored."""
+    words = "without a lock every writer restored 2 messages and wrote its turn as messages 2 and 3, yet one turn reached disk"
+    assert status_of(broken(load_record("01_restart_test"), a_writer_wrote_elsewhere), words) == "FAILS"

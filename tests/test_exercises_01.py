@@ -47,10 +47,11 @@ def test_exercise_2_three_writers(exercises_run):
     ledger = one_line(ledger_text(result))
     assert "table vs recount: {'no-lock': 4, 'with-lock': 0}" in ledger, "4 lost without the lock, 0 with it"
     assert "restored by each writer: [2, 4, 6]" in ledger
-    assert "each writer's (restored, now): [(2, 4), (2, 4), (2, 4)]; 4 message files; writer prompts on disk " \
-           "under ids [2]" in ledger, "1 of the 3 writer prompts on disk without the lock"
+    assert "each writer's (restored, now): [(2, 4), (2, 4), (2, 4)]; ids each wrote: [[2, 3], [2, 3], [2, 3]]; " \
+           "4 message files; writer prompts on disk under ids [2]" in ledger, "1 of the 3 writer prompts on disk without the lock"
     table = printed(result, plain=True)
     assert "[2, 2, 2]" in table and "[2, 4, 6]" in table, "the lesson's table: what each writer restored"
+    assert "[[2, 3], [2, 3], [2, 3]]" in table and "[[2, 3], [4, 5], [6, 7]]" in table, "and the ids each wrote"
 
 
 def test_exercise_3_a_damaged_file(exercises_run):

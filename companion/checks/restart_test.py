@@ -1,10 +1,10 @@
 """Notebook 01's ledger: a fact crosses from one OS process to another in a session's files, checked on disk.
 
 The evidence never comes from the lesson's printed tables. The processes are known by what started them (process id,
-command line, exit status, the times around each run); the sessions by their files, read again here (names, message
-ids, roles, texts, the times the SDK wrote into them, SHA-256 of their bytes); the crash by what the model received
-(a `MeteredModel` inside each resumed agent) and by Converse's rules applied again to those requests
-(`companion.models.converse_rules.violations`, a second method beside the refusal the lesson caught).
+command line, exit status, the times around each run, the environment they inherit); the sessions by their files,
+read again here (names, message ids, roles, texts, the times the SDK wrote into them, SHA-256 of their bytes); the
+crash by what the model received and raised (the `StrictModel` inside each resumed agent) and by Converse's rules
+applied again to those requests (`companion.models.converse_rules.violations`, a second method beside the refusal).
 """
 
 from __future__ import annotations
@@ -71,39 +71,42 @@ def _plain(value: Any) -> Any:
 
 
 def record(processes: dict[str, Any], storage_dir: Path, session_ids: list[str], *, facts: list[str],
-           shared_dir: Path, writer_prompts: dict[str, str], writer_runs: dict[str, dict[str, Any]],
-           writer_rows: list[dict[str, Any]], crash_dir: Path, killed: Any, left: dict[str, str],
-           agents: dict[str, Any], refusal: BaseException | None, workspace_dir: Path) -> dict[str, Any]:
+           shared_dir: Path, writer_prompts: dict[str, str], race: Any, crash_dir: Path, killed: Any,
+           agents: dict[str, Any], workspace_dir: Path) -> dict[str, Any]:
     """The evidence of notebook 01's run.
 
     `processes` maps "plant", "recall" and "other" to what `run_program` returned; `session_ids` is the lesson's id and
-    the other id. The writers: their prompts, what each writer process printed per shared session, and the lesson's
-    table (only to check it against a recount). The crash: what `kill_during_tool` returned, the SHA-256 of the files
-    it left (taken right after the kill), the resumed agents ("as-is" and "crash", each on a `MeteredModel`) and the
-    error the as-is call raised.
+    the other id. The writers: their prompts and what `race_writers` returned (what each writer process printed per
+    shared session, and the lesson's table, only to check it against a recount). The crash: what `crash_during_tool`
+    returned (with the SHA-256 of the files it left, taken right after the kill) and the resumed agents ("as-is" and
+    "crash", each on a `StrictModel`, which keeps what it received and the errors it raised).
     """
     session_id, other_id = session_ids
+    refusals = agents["as-is"].model.refusals
     return save_record({
         "kernel_pid": os.getpid(),
         "facts": facts,
+        # a variable that carried the conversation would hold both facts (one alone is common: "42" in LS_COLORS)
+        "environment_with_facts": sorted(name for name, value in os.environ.items()
+                                         if all(fact in value for fact in facts)),
         "session_id": session_id,
         "other_session_id": other_id,
         "processes": {name: _process(run) for name, run in processes.items()},
         "sessions": {sid: _session(storage_dir, sid) for sid in (session_id, other_id)},
         "writers": {
             "prompts": writer_prompts,
-            "stdout": {sid: {name: run.stdout for name, run in runs.items()} for sid, runs in writer_runs.items()},
-            "sessions": {sid: _session(shared_dir, sid)["messages"] for sid in writer_runs},
-            "table": {row["session"]: row["messages lost"] for row in writer_rows},
+            "stdout": {sid: {name: run.stdout for name, run in runs.items()} for sid, runs in race.runs.items()},
+            "sessions": {sid: _session(shared_dir, sid)["messages"] for sid in race.runs},
+            "table": {row["session"]: row["messages lost"] for row in race.rows},
         },
         "crash": {
             "returncode": killed.returncode,
             "tool_started": (Path(crash_dir).parent / "tool-started-crash").exists(),
-            "left": left,
+            "left": killed.left,
             "sessions": {sid: _session(crash_dir, sid)["messages"] for sid in agents},
             "requests": {sid: [{"messages": _plain(e["messages"]), "answered": e["answered"]}
                                for e in agent.model.exchanges] for sid, agent in agents.items()},
-            "refusal": None if refusal is None else f"{type(refusal).__name__}: {refusal}",
+            "refusal": refusals[0] if refusals else None,
             "alternation": {row["rule"]: row["Bedrock says"] for row in rule_rows()}["alternating-roles"],
         },
     }, workspace_dir)
@@ -132,6 +135,12 @@ def _reported(stdout: str) -> tuple[int, int] | None:
     return (int(restored.group(1)), int(now.group(1))) if restored and now else None
 
 
+def _written(stdout: str) -> list[int] | None:
+    """The ids of the message files a writer process said it wrote."""
+    found = re.search(r"message ids written: \[([\d, ]*)\]", stdout)
+    return [int(i) for i in found.group(1).split(",") if i.strip()] if found else None
+
+
 def _users_in_a_row(messages: list[dict[str, Any]]) -> bool:
     return any(a["role"] == b["role"] == "user" for a, b in zip(messages, messages[1:]))
 
@@ -152,12 +161,13 @@ def claims(record: dict[str, Any]) -> Ledger:
                           f"ended: {_when(recall['started']) > _when(plant['ended'])}",
                  holds=len(pids) == 3 and plant["returncode"] == recall["returncode"] == 0
                  and _when(recall["started"]) > _when(plant["ended"]))
-    ledger.check("C1", "the second process was given no fact: the same program, backend, id and folder, and a "
-                       "question holding neither fact",
+    ledger.check("C1", "the second process was given neither fact: its arguments are the same program, backend, id "
+                       "and folder and a question; no variable of its environment holds the facts",
                  evidence=f"the same program: {recall['program'] == plant['program']}, the same arguments but "
-                          f"the last: {recall['args'][:-1] == plant['args'][:-1]}; its prompt: {recall['args'][-1]!r}",
+                          f"the last: {recall['args'][:-1] == plant['args'][:-1]}; its prompt: {recall['args'][-1]!r}; "
+                          f"environment variables holding both facts: {record['environment_with_facts']}",
                  holds=recall["program"] == plant["program"] and recall["args"][:-1] == plant["args"][:-1]
-                 and not _has_any(recall["args"][-1], facts))
+                 and not _has_any(recall["args"][-1], facts) and not record["environment_with_facts"])
     ledger.check("C1 S2", "the facts were in a file before the second process started: message_0.json",
                  evidence=f"message_0.json, written before the second process started "
                           f"({_when(first['created_at']) < _when(recall['started'])}): {first['text']!r}",
@@ -209,12 +219,14 @@ def claims(record: dict[str, Any]) -> Ledger:
         recount[sid] = 2 + 2 * count - len(messages)
         at = [m["id"] for m in messages if m["role"] == "user" and m["text"] in prompts]
         said = [_reported(out) for out in writers["stdout"][sid].values()]
+        wrote = [_written(out) for out in writers["stdout"][sid].values()]
         if not lock:
-            ledger.check("S4", "without a lock every writer reported its turn added, yet one turn reached disk",
-                         evidence=f"each writer's (restored, now): {said}; {len(messages)} message files; writer "
-                                  f"prompts on disk under ids {at}",
+            ledger.check("S4", "without a lock every writer restored 2 messages and wrote its turn as messages 2 and 3, "
+                               "yet one turn reached disk",
+                         evidence=f"each writer's (restored, now): {said}; ids each wrote: {wrote}; {len(messages)} "
+                                  f"message files; writer prompts on disk under ids {at}",
                          holds=len(said) == count and all(s == (2, 4) for s in said)
-                         and len(messages) == 4 and at == [2])
+                         and all(w == [2, 3] for w in wrote) and len(messages) == 4 and at == [2])
         else:
             named = [m["id"] + 1 < len(messages) and messages[m["id"] + 1]["role"] == "assistant"
                      and messages[m["id"]]["text"].rstrip(".").split()[-1] in messages[m["id"] + 1]["text"]

@@ -5,7 +5,8 @@ that restore the same session before either writes both write `message_N.json`, 
 replaces the earlier one and a whole turn is gone. A file barrier makes the race happen on every run (both writers
 have restored before either sends its prompt), and :func:`turn_lock` is the remedy a user can apply.
 
-Notebook 01 prints :func:`writer`'s and :func:`turn_lock`'s source, because those lines are the lesson.
+Each writer prints what it restored and the ids of the message files it wrote; :func:`race_writers` runs the writers
+on one session per way of writing (without and with the lock) and returns one row per session for notebook 01.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from companion.sessions.restart_runner import PhaseFailed, PhaseResult
 
@@ -83,18 +87,28 @@ def barrier(directory: str | os.PathLike, step: str, name: str, peers: int, time
 def writer(
     name: str, prompt: str, backend: str, session_id: str, storage_dir: str, barrier_dir: str, peers: int, lock: bool
 ) -> None:
-    """One writer process: restore the shared session, add one turn, print, exit."""
+    """One writer process: restore the shared session, add one turn, print, exit.
+
+    It prints the messages it restored, its reply, the messages it then held, and the ids of the message files its
+    session manager created (noted as the SDK's file repository writes each one)."""
     from strands import Agent
     from strands.session import FileSessionManager
 
     from companion.models.backends import make_model
+
+    written: list[int] = []
+
+    class NotingFiles(FileSessionManager):
+        def create_message(self, session_id: str, agent_id: str, session_message: Any, **kwargs: Any) -> None:
+            super().create_message(session_id, agent_id, session_message, **kwargs)
+            written.append(session_message.message_id)
 
     barrier(barrier_dir, "started", name, peers)  # both processes are up before either touches the session
     guard = turn_lock(lock_path(storage_dir, session_id)) if lock else nullcontext()
     with guard:
         agent = Agent(
             model=make_model(backend),
-            session_manager=FileSessionManager(session_id=session_id, storage_dir=storage_dir),
+            session_manager=NotingFiles(session_id=session_id, storage_dir=storage_dir),
             callback_handler=None,
         )
         print(f"messages restored: {len(agent.messages)}")
@@ -103,6 +117,7 @@ def writer(
         result = agent(prompt)
     print(f"reply: {str(result).strip()}")
     print(f"messages now: {len(agent.messages)}")
+    print(f"message ids written: {written}")
 
 
 def run_writers(
@@ -153,6 +168,62 @@ def run_writers(
     if failures:
         raise PhaseFailed("\n\n".join(failures))
     return results
+
+
+@dataclass(frozen=True)
+class WriterRace:
+    """What :func:`race_writers` ran: per session id, what each writer process printed (`runs`), and one row per
+    session (`rows`)."""
+
+    runs: dict[str, dict[str, PhaseResult]]
+    rows: list[dict[str, Any]]
+
+
+def writer_report(stdout: str) -> tuple[int, list[int]] | None:
+    """(messages restored, ids of the message files written) as a writer process printed them, or None."""
+    restored = re.search(r"^messages restored: (\d+)$", stdout, re.MULTILINE)
+    written = re.search(r"^message ids written: \[([\d, ]*)\]$", stdout, re.MULTILINE)
+    if not restored or not written:
+        return None
+    return int(restored.group(1)), [int(i) for i in written.group(1).split(",") if i.strip()]
+
+
+def race_writers(
+    prompts: dict[str, str],
+    locks: dict[str, bool],
+    *,
+    backend: str,
+    storage_dir: str | os.PathLike,
+    timeout: float = 300,
+) -> WriterRace:
+    """For each session id in `locks`, one after the other: :func:`run_writers` on that session (holding the turn lock
+    when its value is True). Each session should already hold the turn the writers restore.
+
+    A row per session: the writers' exit codes; what each restored and the message ids it wrote (the writers sorted
+    by what they restored, so the order does not depend on which process got the lock first); the message files on
+    disk afterwards; and the messages lost: the files there before, plus every message a writer wrote, minus the files
+    on disk.
+    """
+    from companion.sessions.session_files import message_files
+
+    runs: dict[str, dict[str, PhaseResult]] = {}
+    rows = []
+    for session_id, lock in locks.items():
+        before = len(message_files(storage_dir, session_id))
+        runs[session_id] = run_writers(prompts, backend=backend, session_id=session_id, storage_dir=storage_dir,
+                                       lock=lock, timeout=timeout)
+        reports = [writer_report(run.stdout) for run in runs[session_id].values()]
+        if None in reports:
+            raise PhaseFailed(f"a writer on {session_id!r} did not report what it restored and wrote")
+        reports = sorted(reports)
+        on_disk = len(message_files(storage_dir, session_id))
+        rows.append({"session": session_id,
+                     "exit codes": [run.returncode for run in runs[session_id].values()],
+                     "restored": [restored for restored, _ in reports],
+                     "wrote": [written for _, written in reports],
+                     "message files": on_disk,
+                     "messages lost": before + sum(len(written) for _, written in reports) - on_disk})
+    return WriterRace(runs, rows)
 
 
 def user_texts_on_disk(message_paths: list[Path]) -> list[str]:

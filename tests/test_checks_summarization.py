@@ -95,11 +95,11 @@ BREAKAGES = {
 
 
 def never_fires(record):
-    """Another valid run: a firing threshold that seven turns never reach, so the summary checks are skipped."""
-    for name in ("firing", "small"):
+    """Another valid run: a firing threshold and a small window that seven turns never reach (0.5 of the full window,
+    the default on 50,000 tokens), so the summary checks are skipped."""
+    for name, change in (("firing", {"threshold": 0.5}), ("small", {"window": 50_000})):
         calls = run(record, name)["calls"]
-        run(record, name).update(calls=[c for c in calls if c["kind"] == "turn"], threshold=0.5, removed=0,
-                                 summary=None)
+        run(record, name).update(calls=[c for c in calls if c["kind"] == "turn"], removed=0, summary=None, **change)
     record["sdk"].update(calls=[c for c in record["sdk"]["calls"] if c["kind"] == "turn"], threshold=0.5)
 
 

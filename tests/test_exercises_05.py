@@ -1,7 +1,6 @@
-"""Notebook 05 (summarization): the call-counting helpers, and the exercises replayed: one run with exercise 1's
-parameter and the solutions of 2 and 3 appended (they build agents of their own, in their own folders, and read nothing
-the notebook's checks read), then "Check yourself" again; the refusals on their own runs, which stop at the setup
-cell."""
+"""Notebook 05 (summarization): the call-counting helpers, and the exercises replayed: one run with the parameters of
+exercises 1 and 2 and the solution of 3 appended (it builds an agent of its own and reads nothing the notebook's checks
+read), then "Check yourself" again; the refusals on their own runs, which stop at the setup cell."""
 
 from __future__ import annotations
 
@@ -227,6 +226,7 @@ def test_sent_to_summarizer_reads_both_request_forms():
 
 NAME = "05_summarization.ipynb"
 FIRST = 'print("first summary call in the firing table:", next(r["turn"] for r in firing if r["summary calls"]))'
+SMALL = 'print("first summary call in the small table:", next(r["turn"] for r in small if r["summary calls"]))'
 
 
 def check_cell() -> str:
@@ -239,9 +239,10 @@ def check_cell() -> str:
 @pytest.fixture(scope="module")
 def exercises_run(tmp_path_factory):
     solutions = solution_code(nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4))
-    assert len(solutions) == 2, "the solutions of exercises 2 and 3"
-    notebook, _ = run_once(tmp_path_factory, NAME, {"firing_threshold": 0.0002, "interactive": False},
-                           [FIRST, *solutions, check_cell()])
+    assert len(solutions) == 1, "the solution of exercise 3 (1 and 2 are parameters)"
+    notebook, _ = run_once(tmp_path_factory, NAME,
+                           {"firing_threshold": 0.0002, "small_window": 40, "interactive": False},
+                           [FIRST, SMALL, *solutions, check_cell()])
     return notebook
 
 
@@ -253,8 +254,11 @@ def test_exercise_1_a_threshold_in_between(exercises_run):
     assert "calls per turn (model) [0, 0, 0, 0, 1, 1, 1]; projected (files) [11, 33, 46, 59, 74" in ledger
 
 
-def test_exercise_2_the_default_on_an_80_token_window(exercises_run):
-    assert "[4, 5, 6, 7]" in printed(exercises_run).splitlines()
+def test_exercise_2_a_window_the_default_reaches_sooner(exercises_run):
+    ledger = " ".join(ledger_text(exercises_run).split())
+    assert "0.7 × 40 = 28 tokens" in printed(exercises_run)
+    assert "first summary call in the small table: 2" in printed(exercises_run)
+    assert "× 40 = 28 tokens: first summary call at turn 2" in ledger, ledger
 
 
 def test_exercise_3_a_summary_call_only_right_after_an_overflow(exercises_run):

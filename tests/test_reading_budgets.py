@@ -7,6 +7,7 @@ an independent count with the same definitions.
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import nbformat
@@ -63,3 +64,26 @@ def test_the_count_leaves_out_exercises_notes_and_asides(tmp_path):
 def test_a_long_paragraph_and_a_wide_line_are_over(tmp_path):
     path = markdown_notebook(tmp_path, "# T\n\n" + "word " * 91, "CODE:" + "x = '" + "a" * 90 + "'")
     assert set(teaching_time.over(teaching_time.measure(path))) == {"paragraph", "w/sentence", "width"}
+
+
+def test_the_agendas_fit_and_the_script_says_so(capsys):
+    """The instructor guide's four agendas (90 minutes: 01 and 03; half day: 01, 03, 04, 05; full day: 00-06; the
+    whole series in two days), each with one exercise per notebook, fit their slots by this measure."""
+    assert teaching_time.main([]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    agendas = re.findall(r"^(.+): (\d+) of (\d+) minutes(  \*\* DOES NOT FIT \*\*)?$", out, re.MULTILINE)
+    assert [name for name, *_ in agendas] == [a[0] for a in teaching_time.AGENDAS]
+    for name, used, limit, flagged in agendas:
+        block = out.split(f"{name}: {used} of {limit} minutes", 1)[1].split("\n\n", 1)[0]
+        listed = [int(m) for m in re.findall(r"^\s+(\d+) min  ", block, re.MULTILINE)]
+        assert abs(sum(listed) - int(used)) <= len(listed), (name, listed, used)  # a recount (rounding)
+        assert not flagged and int(used) <= int(limit), name
+    whole = out.split("two days", 1)[1]
+    assert all(path.stem in whole for path in NOTEBOOKS), "the two days teach every notebook"
+
+
+def test_an_agenda_that_does_not_fit_exits_1(monkeypatch, capsys):
+    monkeypatch.setattr(teaching_time, "AGENDAS", [("a short talk", 20, {"set-up": 10}, {"01": 1, "03": 1})])
+    assert teaching_time.main([]) == 1
+    out = capsys.readouterr().out
+    assert "a short talk: " in out and "of 20 minutes  ** DOES NOT FIT **" in out

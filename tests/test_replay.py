@@ -418,39 +418,6 @@ def test_sigterm_to_the_replay_stops_its_workers_and_kernels(tmp_path):
     assert not kernels_of(out), "no kernel outlives the replay"
 
 
-def test_teaching_time_measures_every_notebook(tmp_path):
-    result = subprocess.run([sys.executable, "tools/teaching_time.py", "--replay", str(tmp_path)], cwd=REPO,
-                            capture_output=True, text=True, timeout=120)
-    assert result.stderr == "", result.stderr  # a crash also exits 1: it must not pass as "an agenda does not fit"
-    agendas = re.findall(r"^(.+): (\d+) of (\d+) minutes(  \*\* DOES NOT FIT \*\*)?$", result.stdout, re.MULTILINE)
-    assert len(agendas) == 3, result.stdout
-    for name, used, limit, flagged in agendas:
-        block = result.stdout.split(f"{name}: {used} of {limit} minutes", 1)[1].split("\n\n", 1)[0]
-        listed = [int(m) for m in re.findall(r"^\s+(\d+) min  ", block, re.MULTILINE)]
-        assert abs(sum(listed) - int(used)) <= len(listed), (name, listed, used)  # a recount of the agenda (rounding)
-        assert bool(flagged) == (int(used) > int(limit)), name
-    expected = 1 if any(int(used) > int(limit) for _, used, limit, _ in agendas) else 0
-    assert result.returncode == expected, (result.returncode, expected)  # 0: every agenda fits; 1: one does not
-    rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and line[2:4].isdigit()]
-    assert [row.split(" | ")[0][2:] for row in rows] == [p.stem for p in discover(NOTEBOOKS)]
-    assert all(" n/a " in row for row in rows), "without a replay the executed time is left out, not guessed"
-    assert "90-minute session:" in result.stdout and "full day" in result.stdout
-
-
-# Issue 31: YAML aliases and lone surrogates in class files (items 9, 12), bounded messages, one replay per --out (5).
-
-BOMB = """class: bomb
-common:
-  l0: &l0 "xxxxxxxxxxxxxxxxxxxx"
-  l1: &l1 [*l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0]
-  l2: &l2 [*l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1]
-  l3: &l3 [*l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2]
-  l4: &l4 [*l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3]
-notebooks:
-  "03": {codename: *l4}
-"""
-
-
 def test_a_yaml_alias_in_a_class_file_is_refused_with_one_message(tmp_path, capsys):
     """Before the fix the aliases were accepted: a 278-byte class file expanded to 42 MB of output when papermill
     wrote the parameters (and a 3.85 MB error message)."""

@@ -48,7 +48,8 @@ EXERCISE_MINUTES = 6
 OFF_PATH = re.compile(r"^##\s+(exercises|notes)\b", re.IGNORECASE)
 TIME_TO_LEARN = re.compile(r"\*\*Time to learn:\*\* about \d+ minutes\.")
 
-# name, slot in minutes, fixed minutes (set-up, breaks), and per notebook prefix the exercises done in the room.
+# name, slot in minutes, fixed minutes (set-up, breaks), and per notebook prefix the exercises done in the room
+# ("*": every notebook of the series, one exercise each).
 AGENDAS = [
     ("90-minute session", 90, {"set-up: clone, make lab, run 00's first cells": 10},
      {"01": 1, "03": 1}),
@@ -56,6 +57,8 @@ AGENDAS = [
      {"01": 1, "03": 1, "04": 1, "05": 1}),
     ("full day (6.5 hours of teaching)", 390, {"set-up": 15, "two breaks": 30, "wrap-up and questions": 15},
      {"00": 1, "01": 1, "02": 1, "03": 1, "04": 1, "05": 1, "06": 1}),
+    ("two days (13 hours of teaching)", 780, {"set-up": 15, "four breaks": 60, "two wrap-ups": 30},
+     {"*": 1}),
 ]
 
 
@@ -186,6 +189,8 @@ def quote(paths: list[Path]) -> None:
 def agenda_rows(measured: dict[str, dict], agenda: tuple) -> tuple[list[tuple[str, float]], float]:
     name, slot, fixed, plan = agenda
     rows = list(fixed.items())
+    if "*" in plan:
+        plan = {prefix: plan["*"] for prefix in measured}
     for prefix, done in plan.items():
         figures = measured.get(prefix)
         if figures is None:

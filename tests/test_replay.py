@@ -418,6 +418,20 @@ def test_sigterm_to_the_replay_stops_its_workers_and_kernels(tmp_path):
     assert not kernels_of(out), "no kernel outlives the replay"
 
 
+# Issue 31: YAML aliases and lone surrogates in class files (items 9, 12), bounded messages, one replay per --out (5).
+
+BOMB = """class: bomb
+common:
+  l0: &l0 "xxxxxxxxxxxxxxxxxxxx"
+  l1: &l1 [*l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0, *l0]
+  l2: &l2 [*l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1, *l1]
+  l3: &l3 [*l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2, *l2]
+  l4: &l4 [*l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3, *l3]
+notebooks:
+  "03": {codename: *l4}
+"""
+
+
 def test_a_yaml_alias_in_a_class_file_is_refused_with_one_message(tmp_path, capsys):
     """Before the fix the aliases were accepted: a 278-byte class file expanded to 42 MB of output when papermill
     wrote the parameters (and a 3.85 MB error message)."""

@@ -34,14 +34,14 @@ BREAKAGES = {
     "a value set before a call reaches agent.json with the call's prompt, before the model is called":
         lambda r: timing(r)["at call"].update(state={}),
     # a reply file written before the model had answered
-    "the reply is not: a crash during the call loses it":
+    "the reply's file is written only after the model has answered":
         lambda r: timing(r)["at call"].update(**{"message files": 2}),
-    # a set() after the last call that reached the file all the same
-    "state set after the last call is only in memory: a crash loses it":
-        lambda r: (r["agent_json"]["state"].update(visits=2), r["restored"]["state"].update(visits=2)),
-    # a session that lost the reply's file
-    "while the finished turn's messages are on disk, and a restore gets them":
-        lambda r: r["files"].pop(),
+    # a set() after the last call that reached the file all the same (a write-through state)
+    "a process that set visits to 2 after its last call and died: a restart reads 1":
+        lambda r: (r["crash"]["state_on_disk"].update(visits=2), r["crash"]["restored"]["state"].update(visits=2)),
+    # a crash that lost the reply's file of the finished turn
+    "the crashed process's finished turn is on disk, and a restore gets it":
+        lambda r: (r["crash"]["files"].pop(), r["crash"]["restored"]["messages"].pop()),
     "the model never received the state: only the prompt and the system prompt": inject_state,
     # a snapshot manager that wrote a file per message
     "the snapshot manager keeps everything in one file":

@@ -2,8 +2,9 @@
 
 The evidence never comes from the lesson's tables: `agent.json`, the message files and the snapshot are read again from
 disk as raw JSON; what the model received is what the model itself kept (the lesson agent's `MeteredModel`); fresh
-agents restore both sessions; and two probes repeat the lesson on agents of their own: one tries values that are not
-JSON, one reads its own files from inside the model call (a second method beside the lesson's hook).
+agents restore every session, the crashed one included; the crash is the lesson's own process, read by its exit status
+and what it printed; and two probes repeat the lesson on agents of their own: one tries values that are not JSON, one
+reads its own files from inside the model call (a second method beside the lesson's hook).
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ from companion.support.ledger import Ledger
 from companion.support.workspace import reset_workspace
 
 CLAIMS = {
-    "C1": "agent.json keeps your state beside the window's and the SDK's memory; a value set between calls reaches it "
-          "only with the next call's prompt",
+    "C1": "agent.json keeps your agent.state values beside the SDK's own bookkeeping; a value you set reaches the file "
+          "only at your next call to the agent, and a crash before then loses it",
     "S1": "beside the agent's id and timestamps, agent.json holds three blocks of memory: yours, the window's, the SDK's",
-    "S2": "agent.state.set checks each value as JSON at once, and writes nothing",
-    "S3": "a value set between calls reaches agent.json with the next call's prompt; a crash before then loses it, one "
-          "during the call loses the reply",
+    "S2": "agent.state.set refuses a value that is not JSON at once, and writes nothing",
+    "S3": "a value set between calls reaches agent.json with the next call's prompt; a process that dies before then "
+          "loses it",
     "S4": "messages are for the model, state is for your code: the model never received the state",
     "S5": "a snapshot keeps the whole agent in one file and restores its saved system prompt",
 }
@@ -104,10 +105,21 @@ def _snapshot(model: Model, snapshot_dir: Path, session_id: str) -> dict[str, An
             "restored system prompt": back.system_prompt, "restored messages": len(back.messages)}
 
 
-def record(agent: Agent, storage_dir: Path, session_id: str, snapshot_dir: Path, snapshot_session_id: str, *,
-           workspace_dir: Path) -> dict[str, Any]:
+def _crashed(model: Model, crash: Any, crash_dir: Path, session_id: str) -> dict[str, Any]:
+    """The crashed process (its exit status and what it printed) and what it left: agent.json's state and the message
+    files, read from disk, and what a fresh agent restores from them."""
+    restored = _file_session(model, crash_dir, session_id)
+    return {"returncode": crash.returncode, "stdout": crash.stdout,
+            "state_on_disk": read_json(agent_dir(crash_dir, session_id) / "agent.json")["state"],
+            "files": [texts([read_json(f)["message"]])[0] for f in message_files(crash_dir, session_id)],
+            "restored": {"state": restored.state.get(), "messages": texts(restored.messages)}}
+
+
+def record(agent: Agent, storage_dir: Path, session_id: str, snapshot_dir: Path, snapshot_session_id: str,
+           crash: Any, crash_dir: Path, *, workspace_dir: Path) -> dict[str, Any]:
     """The evidence of notebook 02's run. `agent` is the lesson's agent (its model a `MeteredModel`), its session in
-    `storage_dir`; the snapshot session is in `snapshot_dir`. The probes write under `workspace_dir`."""
+    `storage_dir`; the snapshot session is in `snapshot_dir`; `crash` is the crashed process's run (a `ProgramRun`),
+    its session `session_id` in `crash_dir`. The probes write under `workspace_dir`."""
     model = agent.model.inner  # the probes call the model itself, so the lesson agent's record stays its own
     raw = read_json(agent_dir(storage_dir, session_id) / "agent.json")
     restored = _file_session(model, storage_dir, session_id, system_prompt=ANOTHER_PROMPT)
@@ -116,8 +128,8 @@ def record(agent: Agent, storage_dir: Path, session_id: str, snapshot_dir: Path,
         "agent_json": {"keys": sorted(raw), **{block: raw.get(block) for block in BLOCKS}},
         "memory_state": agent.state.get(),
         "files": [texts([read_json(f)["message"]])[0] for f in message_files(storage_dir, session_id)],
-        "restored": {"state": restored.state.get(), "messages": texts(restored.messages),
-                     "system_prompt": restored.system_prompt},
+        "restored": {"state": restored.state.get(), "system_prompt": restored.system_prompt},
+        "crash": _crashed(model, crash, Path(crash_dir), session_id),
         "calls": [{"messages": texts(e["messages"]), "system_prompt": e["system_prompt"],
                    "tools": len(e["tool_specs"]), "reply": e["reply"]} for e in agent.model.exchanges],
         "refusals": _refusals(model),
@@ -129,7 +141,7 @@ def record(agent: Agent, storage_dir: Path, session_id: str, snapshot_dir: Path,
 def claims(record: dict[str, Any]) -> Ledger:
     """Every check of notebook 02, decided from `record` alone."""
     ledger = Ledger(claims=CLAIMS)
-    saved, memory, files = record["agent_json"], record["memory_state"], record["files"]
+    saved, memory = record["agent_json"], record["memory_state"]
     ledger.check("C1 S1", "agent.json holds three blocks of memory, beside the agent's id and two timestamps",
                  evidence=f"its keys, read from disk: {saved['keys']}",
                  holds=sorted(saved["keys"]) == sorted(BLOCKS + BESIDE)
@@ -158,26 +170,29 @@ def claims(record: dict[str, Any]) -> Ledger:
                           f"file, the prompt",
                  holds=timing["after set"] == {} and at_call["state"] == {"visits": 1}
                  and at_call["message files"] == 1)
-    ledger.check("S3", "the reply is not: a crash during the call loses it",
+    ledger.check("S3", "the reply's file is written only after the model has answered",
                  evidence=f"the probe's message files when the model was called: {at_call['message files']}; "
                           f"after the call: {timing['message files after']}",
                  holds=at_call["message files"] == 1 and timing["message files after"] == 2)
-    restored = record["restored"]
-    ledger.check("C1 S3", "state set after the last call is only in memory: a crash loses it",
-                 evidence=f"visits in memory {memory.get('visits')}, in agent.json {saved['state'].get('visits')}, "
-                          f"after a fresh restore {restored['state'].get('visits')}",
-                 holds=memory.get("visits") == 2 and saved["state"].get("visits") == 1
-                 and restored["state"] == saved["state"])
-    ledger.check("S3", "while the finished turn's messages are on disk, and a restore gets them",
+    crash = record["crash"]
+    in_memory = [line for line in crash["stdout"].splitlines() if line.startswith("visits in memory:")]
+    ledger.check("C1 S3", "a process that set visits to 2 after its last call and died: a restart reads 1",
+                 evidence=f"exit status {crash['returncode']}; it printed {in_memory}; agent.json's state "
+                          f"{crash['state_on_disk']}; a fresh restore's {crash['restored']['state']}",
+                 holds=crash["returncode"] != 0 and in_memory == ["visits in memory: 2"]
+                 and crash["state_on_disk"] == crash["restored"]["state"] == {"visits": 1})
+    files = crash["files"]
+    ledger.check("S3", "the crashed process's finished turn is on disk, and a restore gets it",
                  evidence=f"message files, roles: {[role for role, _ in files]}; restored: "
-                          f"{len(restored['messages'])} messages, the same: {restored['messages'] == files}",
-                 holds=[role for role, _ in files] == ["user", "assistant"] and restored["messages"] == files)
+                          f"{len(crash['restored']['messages'])} messages, the same: "
+                          f"{crash['restored']['messages'] == files}",
+                 holds=[role for role, _ in files] == ["user", "assistant"] and crash["restored"]["messages"] == files)
     first = record["calls"][0] if record["calls"] else {"messages": [], "system_prompt": None, "tools": 0}
     received = json.dumps([first["messages"], first["system_prompt"]], ensure_ascii=False)
     ledger.check("S4", "the model never received the state: only the prompt and the system prompt",
                  evidence=f"the call received {first['messages']}, system prompt {first['system_prompt']!r} and "
                           f"{first['tools']} tool specs; 'visits' in it: {'visits' in received}",
-                 holds=first["messages"] == files[:1] and first["system_prompt"] == record["system_prompt"]
+                 holds=first["messages"] == record["files"][:1] and first["system_prompt"] == record["system_prompt"]
                  and first["tools"] == 0 and "visits" not in received)
     snapshot = record["snapshot"]
     ledger.check("S5", "the snapshot manager keeps everything in one file",
@@ -186,6 +201,7 @@ def claims(record: dict[str, Any]) -> Ledger:
                           f"{', '.join(k for k in snapshot['keys'] if k not in ('messages', 'state'))}",
                  holds=snapshot["files"] == ["snapshot_latest.json"] and set(SNAPSHOT_KEYS) <= set(snapshot["keys"])
                  and len(snapshot["messages"]) == 4 and bool(snapshot["state"]))
+    restored = record["restored"]
     ledger.check("S5", "a snapshot restore brings back the saved system prompt; a file restore keeps the new one",
                  evidence=f"both restored with {ANOTHER_PROMPT!r}: the snapshot brought back "
                           f"{snapshot['restored system prompt']!r}, the file session kept {restored['system_prompt']!r}",

@@ -20,6 +20,9 @@ files: that is refused, naming both files, before anything is written.
 Like forget() (companion/measure/forgetting.py), the repair writes its plan first (`repair_plan_path`: every message
 it will write, whole), then applies it; a failure part way raises `PartialRepairError` naming what is done and what
 is left, and a rerun reads the plan and finishes it.
+
+:func:`run_until_it_dies` runs a program that is meant to crash (notebook 02's dies with `os._exit` between two
+calls) and returns its exit status instead of raising.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strands.types.content import Messages
 from strands.types.streaming import StreamEvent
@@ -49,9 +52,12 @@ from companion.sessions.session_files import (
 )
 from companion.support.workspace import check_session_id
 
+if TYPE_CHECKING:
+    from companion.sessions.restart_runner import ProgramRun
+
 __all__ = ["INTERRUPTED_REPLY", "PartialRepairError", "RepairRefusedError", "RequestLog", "digests",
            "repair_interrupted_tool_use", "repair_plan_path", "sdk_excerpt", "trailing_tool_use_ids",
-           "unanswered_tool_uses"]
+           "run_until_it_dies", "unanswered_tool_uses"]
 
 INTERRUPTED_REPLY = "My tool call was interrupted before it returned, so I have no result from it."
 """The assistant message the repair writes after the error result, so that user and assistant alternate."""
@@ -296,3 +302,37 @@ class RequestLog(WrappedModel):
         self.requests.append(copy.deepcopy(messages))
         async for event in self.inner.stream(messages, tool_specs, system_prompt, **kwargs):
             yield event
+
+
+def run_until_it_dies(program: str | os.PathLike, *args: object, timeout: float = 300) -> ProgramRun:
+    """Run `python <program> <args>` in a new process, as `restart_runner.run_program` does, for a program that is
+    meant to die (`os._exit(1)`, a kill): returns its `ProgramRun`, exit status and all, instead of raising.
+
+    A program that exits with status 0 did not crash: that raises `PhaseFailed`, with what it printed. Notebook 02's
+    crash program dies this way, between two calls, to show what a restart reads back."""
+    import subprocess
+    import sys
+    from datetime import UTC, datetime
+
+    from companion.sessions.restart_runner import PhaseFailed, ProgramRun, _package_parent
+    from companion.support.workspace import inside_root
+
+    given = os.path.abspath(program)
+    path = inside_root(os.path.dirname(given)) / os.path.basename(given)
+    if path.is_symlink() or not path.is_file():
+        raise FileNotFoundError(f"No program file {path}: write it first (nothing was run).")
+    arguments = tuple(str(arg) for arg in args)
+    env = dict(os.environ, PYTHONPATH=_package_parent(), PYTHONIOENCODING="utf-8")
+    started = datetime.now(UTC)
+    process = subprocess.Popen([sys.executable, str(path), *arguments], cwd=path.parent, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, stderr = process.communicate()
+        raise PhaseFailed(f"{path.name} did not finish within {timeout} s.\n{stderr}") from None
+    if process.returncode == 0:
+        raise PhaseFailed(f"{path.name} exited with status 0: it did not die.\n{stdout}{stderr}")
+    return ProgramRun(process.pid, str(path), arguments, process.returncode, stdout, stderr, started.isoformat(),
+                      datetime.now(UTC).isoformat())

@@ -149,7 +149,8 @@ def claims(record: dict[str, Any]) -> Ledger:
     lasts = {name: run["last"] for name, run in runs.items()}
     long_plain, long_kept = payoff_runs[PLAIN]["calls"], payoff_runs[KEPT]["calls"]
     long_turns = max(call["turn"] for call in long_plain)
-    both = (*runs.items(), *(("payoff run, " + name, run) for name, run in payoff_runs.items()))
+    both = (*((name, runs[name]) for name in NAMES),
+            *(("payoff run, " + name, payoff_runs[name]) for name in (PLAIN, KEPT)))
 
     # S1: without pruning, every call re-sends the conversation.
     ledger.equal("C1 S1", "without pruning, call n receives all 2n - 1 messages so far",
@@ -163,7 +164,7 @@ def claims(record: dict[str, Any]) -> Ledger:
                  holds=all(follows) and lasts[PLAIN]["texts"] == said[:-1])
     inputs = _turn_inputs(plain, turns)
     ledger.check("C1 S1", "so its input grows linearly, turn by turn",
-                 evidence=f"recounted input: {slope(inputs):+.1f} tokens a turn, straight-line fit r² "
+                 evidence=f"recounted input: {slope(inputs):+.1f} tokens a turn, the slope of a straight-line fit, r² "
                           f"{r_squared(inputs):.3f}",
                  holds=slope(inputs) > 0 and r_squared(inputs) > 0.98)
 
@@ -280,9 +281,10 @@ def claims(record: dict[str, Any]) -> Ledger:
     outside = {name: sum(c["reported"] is not None for c in run["calls"]) - run["loop_calls"] for name, run in both}
     marked = {name: sum(c["summary"] for c in run["calls"]) for name, run in both}
     ledger.check("S5", "the summary requests are the calls the agent's own loop did not make",
-                 evidence="answered calls minus the SDK's cycle_count, per run: "
-                          + ", ".join(f"{outside[name]}" for name in outside)
-                          + f"; summary requests: {', '.join(str(marked[name]) for name in marked)}",
+                 evidence="answered calls - cycle_count vs summary requests: "
+                          + "; ".join(f"{name} {outside[name]} vs {marked[name]}" for name in NAMES)
+                          + "; payoff run: " + ", ".join(f"{name} {outside['payoff run, ' + name]} vs "
+                                                         f"{marked['payoff run, ' + name]}" for name in (PLAIN, KEPT)),
                  holds=outside == marked)
     counts = {name: [sum(not c["summary"] for c in run["calls"]), sum(c["summary"] for c in run["calls"])]
               for name, run in runs.items()}

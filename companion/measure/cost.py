@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
+
+from companion.support.messages import message_text
 
 
 def slope(values: Sequence[float]) -> float:
@@ -139,6 +141,14 @@ def dollars_by_turn(calls: list[dict[str, Any]], turns: int, price: Price = NOVA
     for number in range(1, turns + 1):
         per_turn[number - 1] = call_dollars([c for c in calls if c.get("turn") == number], price)
     return per_turn
+
+
+def last_turn_receiving(exchanges: list[dict[str, Any]], values: Iterable[Any]) -> int | None:
+    """The turn of the last call (a MeteredModel's `exchanges`) whose messages held any of `values`; None if none."""
+    values = [str(value) for value in values]
+    turns = [exchange["turn"] for exchange in exchanges
+             if any(value in message_text(message) for message in exchange["messages"] for value in values)]
+    return max(turns, default=None)
 
 
 def running_total(values: Sequence[float]) -> list[float]:

@@ -38,15 +38,10 @@ def add_summary(record, name, turn):
                       "reply": "## Conversation Summary", "answered": True})
 
 
-def alternate(record):
-    for call in record["sdk"]["calls"]:
-        call["roles"] = [["user", "assistant"][i % 2] for i in range(len(call["roles"]))]
-
-
 def keep_everything(record):
     """A summary that kept every prompt it folded, word for word."""
-    role, text = run(record, "firing")["summary"]
-    run(record, "firing")["summary"] = [role, text + "\n" + "\n".join(record["prompts"])]
+    role, text = run(record, "small")["summary"]
+    run(record, "small")["summary"] = [role, text + "\n" + "\n".join(record["prompts"])]
 
 
 BREAKAGES = {
@@ -54,53 +49,41 @@ BREAKAGES = {
     "proactive_compression=True sets the SDK's default threshold, 0.7; without it there is none":
         lambda r: r["default_threshold"].update(with_true=0.8),
     # a manager that skipped a turn over the threshold
-    "firing: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
-        lambda r: drop_summary(r, "firing", 2),
-    # a manager that fired a turn early, under the threshold
     "small: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
-        lambda r: add_summary(r, "small", 3),
-    # a manager that fired although no turn reached the threshold
-    "quiet: no turn's projection reaches the threshold, and no summary call comes":
-        lambda r: add_summary(r, "quiet", 7),
-    # a manager that summarized on turn 1, far under the threshold
-    "in every run, no summary call on a turn under the threshold":
-        lambda r: add_summary(r, "firing", 1),
-    # a quiet run that held one message a call: a window, not a threshold, kept it small
-    "not message count: the firing run summarized holding fewer messages than the quiet run held without a summary":
-        lambda r: [call.update(roles=["user"]) for call in run(r, "quiet")["calls"]],
-    # the small window's first summary call a turn after its first turn over the threshold
-    "the same threshold fires on the smaller window, never on the larger one":
-        lambda r: drop_summary(r, "small", 4),
-    # a counter that also counted the call that re-summarized the previous summary
-    "firing: removed_message_count counts the messages folded, not the previous summary sent again":
-        lambda r: run(r, "firing").update(removed=run(r, "firing")["removed"] + 1),
-    "a summary call that received only the previous summary folded nothing, and the counter did not count it":
-        lambda r: run(r, "firing").update(removed=run(r, "firing")["removed"] + 1),
-    # a summary inserted as the assistant's
-    "the summary is a user-role message":
-        lambda r: run(r, "firing")["summary"].__setitem__(0, "assistant"),
-    # a summary that is not what the model answered (written by hand, or edited after the call)
-    "the model wrote it: its text is the reply to the last summary call":
-        lambda r: run(r, "firing")["summary"].__setitem__(1, "## Conversation Summary\n* Nothing to report."),
-    "it kept the codename and lost facts: folded prompts with none of their words in it": keep_everything,
+        lambda r: drop_summary(r, "small", 3),
     # the SDK's own manager skipping a turn over the threshold
     "the SDK: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
         lambda r: drop_summary(r, "sdk", 4),
-    # an SDK whose manager already alternates roles: the subclass would be needless
-    "the SDK's own manager sends requests with two user messages in a row": alternate,
-    # the lesson's manager sending the summary before a kept prompt, as the SDK's does
-    "every request of the lesson's runs starts with the user's message and alternates roles":
-        lambda r: run(r, "firing")["calls"][-1]["roles"].__setitem__(1, "user"),
+    # a manager that fired although no turn reached the threshold
+    "quiet: no turn's projection reaches the threshold, and no summary call comes":
+        lambda r: add_summary(r, "quiet", 7),
+    # a quiet run that held one message a call: a window, not a threshold, kept it small
+    "not message count: the small run summarized holding fewer messages than the quiet run held without a summary":
+        lambda r: [call.update(roles=["user"]) for call in run(r, "quiet")["calls"]],
+    # the small window's first summary call a turn after its first turn over the threshold
+    "the same threshold fires on the smaller window, never on the larger one":
+        lambda r: drop_summary(r, "small", 2),
+    # a counter that also counted the call that re-summarized the previous summary
+    "small: removed_message_count counts the messages folded, not the previous summary sent again":
+        lambda r: run(r, "small").update(removed=run(r, "small")["removed"] + 1),
+    "a summary call that received only the previous summary folded nothing, and the counter did not count it":
+        lambda r: run(r, "small").update(removed=run(r, "small")["removed"] + 1),
+    # a summary inserted as the assistant's
+    "the summary is a user-role message":
+        lambda r: run(r, "small")["summary"].__setitem__(0, "assistant"),
+    # a summary that is not what the model answered (written by hand, or edited after the call)
+    "the model wrote it: its text is the reply to the last summary call":
+        lambda r: run(r, "small")["summary"].__setitem__(1, "## Conversation Summary\n* Nothing to report."),
+    "it kept the codename and lost facts: folded prompts with none of their words in it": keep_everything,
 }
 
 
 def never_fires(record):
-    """Another valid run: a firing threshold and a small window that seven turns never reach (0.5 of the full window,
-    the default on 50,000 tokens), so the summary checks are skipped."""
-    for name, change in (("firing", {"threshold": 0.5}), ("small", {"window": 50_000})):
-        calls = run(record, name)["calls"]
-        run(record, name).update(calls=[c for c in calls if c["kind"] == "turn"], removed=0, summary=None, **change)
-    record["sdk"].update(calls=[c for c in record["sdk"]["calls"] if c["kind"] == "turn"], threshold=0.5)
+    """Another valid run: a small window that seven turns never fill (the default on 50,000 tokens), so the summary
+    checks are skipped."""
+    for part in (run(record, "small"), record["sdk"]):
+        part.update(calls=[c for c in part["calls"] if c["kind"] == "turn"], window=50_000)
+    run(record, "small").update(removed=0, summary=None)
 
 
 globals().update(check_suite(summarization, "05_summarization", BREAKAGES, {"never fires": never_fires}))
@@ -111,5 +94,5 @@ def test_the_sdk_run_is_the_sdks_own_manager():
 
     record = copy.deepcopy(load_record("05_summarization"))
     assert record["sdk"]["manager"] == "SummarizingConversationManager"
-    assert {run(record, name)["manager"] for name in ("quiet", "firing", "small")} == {
+    assert {run(record, name)["manager"] for name in ("quiet", "small")} == {
         "ConverseSummarizingConversationManager"}

@@ -1,6 +1,6 @@
-"""Notebook 05 (summarization): the call-counting helpers, and the exercises replayed: one run with the parameters of
-exercises 1 and 2 and the solution of 3 appended (it builds an agent of its own and reads nothing the notebook's checks
-read), then "Check yourself" again; the refusals on their own runs, which stop at the setup cell."""
+"""Notebook 05 (summarization): the call-counting helpers, and the exercises replayed: one run with the parameter of
+exercise 1 and the solution of 2 appended (it builds an agent of its own and reads nothing the notebook's checks read),
+then "Check yourself" again; the refusals on their own runs, which stop at the setup cell."""
 
 from __future__ import annotations
 
@@ -225,7 +225,6 @@ def test_sent_to_summarizer_reads_both_request_forms():
 # ---------------------------------------------------------------- the exercises, replayed
 
 NAME = "05_summarization.ipynb"
-FIRST = 'print("first summary call in the firing table:", next(r["turn"] for r in firing if r["summary calls"]))'
 SMALL = 'print("first summary call in the small table:", next(r["turn"] for r in small if r["summary calls"]))'
 
 
@@ -239,29 +238,22 @@ def check_cell() -> str:
 @pytest.fixture(scope="module")
 def exercises_run(tmp_path_factory):
     solutions = solution_code(nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4))
-    assert len(solutions) == 1, "the solution of exercise 3 (1 and 2 are parameters)"
-    notebook, _ = run_once(tmp_path_factory, NAME,
-                           {"firing_threshold": 0.0002, "small_window": 40, "interactive": False},
-                           [FIRST, SMALL, *solutions, check_cell()])
+    assert len(solutions) == 1, "the solution of exercise 2 (1 is a parameter)"
+    notebook, _ = run_once(tmp_path_factory, NAME, {"small_window": 80, "interactive": False},
+                           [SMALL, *solutions, check_cell()])
     return notebook
 
 
-def test_exercise_1_a_threshold_in_between(exercises_run):
+def test_exercise_1_a_roomier_small_window(exercises_run):
     ledger = " ".join(ledger_text(exercises_run).split())
     assert checks_held(exercises_run), ledger
-    assert "first summary call in the firing table: 5" in printed(exercises_run)
-    assert "firing_threshold: 0.0002 × 300,000 = 60 tokens" in printed(exercises_run)
-    assert "calls per turn (model) [0, 0, 0, 0, 1, 1, 1]; projected (files) [11, 33, 46, 59, 74" in ledger
+    assert "0.7 × 80 = 56 tokens" in printed(exercises_run)
+    assert "first summary call in the small table: 4" in printed(exercises_run)
+    assert "× 80 = 56 tokens: first summary call at turn 4" in ledger, ledger
+    assert "calls per turn (model) [0, 0, 0, 1, 1, 1, 1]; projected (files) [11, 33, 46, 59" in ledger, ledger
 
 
-def test_exercise_2_a_window_the_default_reaches_sooner(exercises_run):
-    ledger = " ".join(ledger_text(exercises_run).split())
-    assert "0.7 × 40 = 28 tokens" in printed(exercises_run)
-    assert "first summary call in the small table: 2" in printed(exercises_run)
-    assert "× 40 = 28 tokens: first summary call at turn 2" in ledger, ledger
-
-
-def test_exercise_3_a_summary_call_only_right_after_an_overflow(exercises_run):
+def test_exercise_2_a_summary_call_only_right_after_an_overflow(exercises_run):
     calls = re.findall(r"^(\d+) (turn|summary) (answered|overflowed)$", printed(exercises_run), re.MULTILINE)
     assert len(calls) >= 7, calls
     summaries = [i for i, (_, kind, _) in enumerate(calls) if kind == "summary"]
@@ -279,13 +271,13 @@ def test_the_checks_hold_again_after_the_exercises(exercises_run):
 def test_exercise_1_a_zero_threshold_is_refused_before_the_workspace_is_reset(tmp_path, workspace_root):
     (workspace_root / "ex_05z").mkdir()
     (workspace_root / "ex_05z" / "keep.txt").write_text("keep")
-    with pytest.raises(papermill.PapermillExecutionError, match=r"firing_threshold must be a number in \(0, 1\]"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_05z", "firing_threshold": 0, "interactive": False})
+    with pytest.raises(papermill.PapermillExecutionError, match=r"\bthreshold must be a number in \(0, 1\]"):
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_05z", "threshold": 0, "interactive": False})
     assert (workspace_root / "ex_05z" / "keep.txt").read_text() == "keep"
 
 
 @pytest.mark.parametrize("parameters, message", [
-    ({"quiet_threshold": 1.5}, r"quiet_threshold must be a number in \(0, 1\]"),
+    ({"threshold": 1.5}, r"\bthreshold must be a number in \(0, 1\]"),
     ({"preserve_recent_messages": -1}, "preserve_recent_messages must be a whole number of 0 or more"),
     ({"small_window": 0}, "small_window must be a whole number of 1 or more"),
     ({"turns": 1}, "turns must be a whole number of 2 or more"),

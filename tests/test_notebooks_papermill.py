@@ -43,9 +43,9 @@ REPLAYS = [
      "appended  manifests after 9 calls: 9"),
     (
         "05_summarization.ipynb",
-        {"workspace": "pm_05", "quiet_threshold": 0.01, "firing_threshold": 0.0001, "turns": 9, "codename": "PHOENIX",
-         "small_window": 10_000, "preserve_recent_messages": 1, "interactive": False},
-        "firing_threshold: 0.0001 × 300,000 = 30 tokens",
+        {"workspace": "pm_05", "threshold": 0.01, "turns": 9, "codename": "PHOENIX", "small_window": 5_000,
+         "preserve_recent_messages": 1, "interactive": False},
+        "threshold: 0.01 × 300,000 = 3,000 tokens",
     ),
     (
         "06_vector_recall.ipynb",

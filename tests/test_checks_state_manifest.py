@@ -41,29 +41,29 @@ BREAKAGES = {
     "state is saved: agent.json of the session without the hook holds the codename":
         lambda r: r["runs"]["no-hook"]["state_on_disk"].clear(),
     # state that leaked into the system prompt of a call without any hook
-    "without the hook, a call carries the codename only in turn 1's messages":
+    "without the hook, a model call carries the codename only in turn 1's messages":
         lambda r: calls(r, "no-hook")[5].update(system_prompt=r["base_prompt"] + MANIFEST),
     # a window that kept turn 1 one turn too long
-    "without the hook, no call from turn w/2 + 2 on receives the codename":
+    "without the hook, no model call from turn w/2 + 2 on receives the codename":
         lambda r: calls(r, "no-hook")[4]["messages"].insert(0, PLANT),
     # a reply that names the codename although its call did not receive it (a guess, or a leak)
     "without the hook, the last turn does not name the codename":
         lambda r: calls(r, "no-hook")[-1].update(reply="Your codename is ORION."),
-    "the hook, the one difference, puts the codename in the system prompt of every call": lose_a_call_to_the_hook,
+    "the hook, the one difference, puts the codename in the system prompt of every model call": lose_a_call_to_the_hook,
     # a manifest built from a stale copy of the state: agent.json holds more than any call received
-    "the manifest each call received is the state agent.json saved, as JSON":
+    "the manifest each model call received is the state agent.json saved, as JSON":
         lambda r: r["runs"]["hook"]["state_on_disk"].update(plan="pro"),
     "with the hook, the last turn answers with the codename":
         lambda r: calls(r, "hook")[-1].update(reply="I cannot see your codename in this conversation."),
     # the rebuilding hook appended once: the call of turn 4 carries two manifests
-    "rebuilt from base_prompt: every call carries exactly one manifest":
+    "rebuilt from base_prompt: every model call carries exactly one manifest":
         lambda r: calls(r, "hook")[3].update(system_prompt=calls(r, "hook")[3]["system_prompt"] + MANIFEST),
-    "the rebuilt system prompt is the same text on every call, base_prompt first": prompt_without_base,
+    "the rebuilt system prompt is the same text on every model call, base_prompt first": prompt_without_base,
     # the appending hook's last call rebuilt instead: one manifest fewer
-    "appended to the current prompt, the call of turn t carries t manifests":
+    "appended to the current prompt, the model call of turn t carries t manifests":
         lambda r: calls(r, "append")[-1].update(system_prompt=r["base_prompt"] + MANIFEST),
     # a reported usage that is not the text the call received
-    "the manifest costs the same tokens on every call, from turn 1":
+    "the manifest costs the same tokens on every model call, from turn 1":
         lambda r: calls(r, "hook")[4].update(input=calls(r, "hook")[4]["input"] + 3),
     "pin_first=2 sends nothing extra up to turn w/2 + 1": pin_twice,
     # a pin that kept only the user message of turn 1
@@ -73,7 +73,7 @@ BREAKAGES = {
     "a restore reads agent.state back from agent.json, in both sessions":
         lambda r: r["restarts"]["hook-restart"]["state_restored"].clear(),
     # a session manager that saved the pin: the restored call receives turn 1 again
-    "after a restart, the pinned agent loses turn 1 and its call receives the codename nowhere":
+    "after a restart, the pinned agent loses turn 1 and its model call receives the codename nowhere":
         lambda r: restarted(r, "pin-restart")["messages"].insert(0, PLANT),
     # the restored agent built without the hook: the base prompt alone
     "after a restart, the hook rebuilds the manifest from the restored state, and it answers":

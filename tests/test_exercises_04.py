@@ -48,8 +48,8 @@ def test_exercise_3_a_smaller_window(exercises_run):
     ledger = " ".join(ledger_text(exercises_run).split())  # the evidence lines, unwrapped
     assert checks_held(exercises_run), ledger
     assert "without [1, 2, 3], with [1, 2, 3]" in ledger
-    assert "calls of turns 4-9; turns whose call carries it: none" in ledger
-    assert "reply: 'Your codename is ORION.'; turn 1 among the last call's messages: False" in ledger
+    assert "model calls of turns 4-9; turns whose call carries it: none" in ledger
+    assert "reply: 'Your codename is ORION.'; turn 1 among the last model call's messages: False" in ledger
 
 
 def test_the_checks_hold_again_after_the_exercises(exercises_run):

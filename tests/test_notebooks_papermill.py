@@ -40,7 +40,7 @@ REPLAYS = [
         "turn 1 received by the calls of turns [1, 2, 3, 4, 5, 6]",
     ),
     ("04_state_manifest.ipynb", {"workspace": "pm_04", "window_size": 4, "turns": 9, "codename": "PHOENIX"},
-     "appended  manifests after 9 calls: 9"),
+     "appended  manifests after 9 invocations: 9"),
     (
         "05_summarization.ipynb",
         {"workspace": "pm_05", "threshold": 0.01, "turns": 9, "codename": "PHOENIX", "small_window": 5_000,

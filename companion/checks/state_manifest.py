@@ -22,12 +22,17 @@ from companion.sessions.session_files import agent_dir, message_files, read_json
 from companion.support.ledger import Ledger
 
 CLAIMS = {
-    "C1": "state is saved but never sent; a hook that writes it into the system prompt brings the forgotten fact back",
-    "S1": "agent.state is saved in agent.json, but no call receives it; once turn 1 leaves the window the fact is gone",
-    "S2": "a BeforeInvocationEvent hook puts the state in the system prompt of every call, and the last turn answers",
-    "S3": "rebuilt from a stored base, every call carries exactly one manifest; appending adds one a call",
-    "S4": "the manifest costs the same tokens on every call; pin_first=2 costs nothing until turn 1 leaves the window",
-    "S5": "after a restart the pin is gone, but the state comes back and the hook rebuilds the manifest",
+    "C1": "state is saved but never sent; a hook that writes it into the system prompt before every invocation brings "
+          "the forgotten fact back",
+    "S1": "agent.state is saved in agent.json, but no model call receives it; once turn 1 leaves the window the fact is "
+          "gone",
+    "S2": "a BeforeInvocationEvent hook puts the state in the system prompt of every model call, and the last turn "
+          "answers",
+    "S3": "rebuilt from a stored base, every model call carries exactly one manifest; appending adds one an invocation",
+    "S4": "the manifest costs the same tokens on every model call; pin_first=2 costs nothing until turn 1 would leave "
+          "the window",
+    "S5": "a restore starts after the messages the window removed, so the pinned turn 1 is gone; the state comes back "
+          "and the hook rebuilds the manifest",
 }
 
 MANIFEST = "<manifest>"
@@ -118,17 +123,17 @@ def claims(record: dict[str, Any]) -> Ledger:
                  observed=plain["state_on_disk"], expected={"codename": codename}, what="state in agent.json")
     elsewhere = [turn for turn, call in enumerate(plain["calls"], start=1)
                  if _carries(_without_turn_1(call, plant), codename)]
-    ledger.check("C1 S1", "without the hook, a call carries the codename only in turn 1's messages",
-                 evidence=f"{len(plain['calls'])} calls; calls carrying it in their system prompt, tool specs or "
+    ledger.check("C1 S1", "without the hook, a model call carries the codename only in turn 1's messages",
+                 evidence=f"{len(plain['calls'])} model calls; those carrying it in their system prompt, tool specs or "
                           f"other messages: {elsewhere or 'none'}",
                  holds=not elsewhere and len(plain["calls"]) == turns)
     late = plain["calls"][half + 1:]  # the calls from turn w/2 + 2 on
-    gone, unanswered = ("without the hook, no call from turn w/2 + 2 on receives the codename",
+    gone, unanswered = ("without the hook, no model call from turn w/2 + 2 on receives the codename",
                         "without the hook, the last turn does not name the codename")
     if late:
         carrying = [turn for turn, call in enumerate(late, start=half + 2) if _carries(call, codename)]
         ledger.check("C1 S1", gone, holds=not carrying,
-                     evidence=f"w = {2 * half}: calls of turns {half + 2}-{turns}; turns whose call carries it: "
+                     evidence=f"w = {2 * half}: model calls of turns {half + 2}-{turns}; turns whose call carries it: "
                               f"{carrying or 'none'}")
         reply = plain["calls"][-1]["reply"]
         ledger.check("S1", unanswered, evidence=f"reply: {reply.strip()!r}", holds=codename not in reply)
@@ -140,41 +145,41 @@ def claims(record: dict[str, Any]) -> Ledger:
     # S2: the hook sends the state
     in_prompt = [codename in call["system_prompt"] for call in hooked["calls"]]
     same = sum(shape(h["messages"]) == shape(p["messages"]) for h, p in zip(hooked["calls"], plain["calls"]))
-    ledger.check("C1 S2", "the hook, the one difference, puts the codename in the system prompt of every call",
+    ledger.check("C1 S2", "the hook, the one difference, puts the codename in the system prompt of every model call",
                  evidence=f"codename in {sum(in_prompt)} of {len(in_prompt)} system prompts; the same messages as "
-                          f"without the hook in {same} calls; turns receiving turn 1: without "
+                          f"without the hook in {same} model calls; turns receiving turn 1: without "
                           f"{_turns(has_plant['no-hook'])}, with {_turns(has_plant['hook'])}",
                  holds=all(in_prompt) and len(in_prompt) == turns == same)
     manifests = {_manifest(call["system_prompt"]) for call in hooked["calls"]}
     saved = json.dumps(hooked["state_on_disk"], sort_keys=True)
-    ledger.check("S2", "the manifest each call received is the state agent.json saved, as JSON",
+    ledger.check("S2", "the manifest each model call received is the state agent.json saved, as JSON",
                  evidence=f"manifests received: {sorted(manifests)}; state in agent.json: {saved}",
                  holds=manifests == {saved})
     last = hooked["calls"][-1]
     ledger.check("C1 S2", "with the hook, the last turn answers with the codename",
-                 evidence=f"reply: {last['reply'].strip()!r}; turn 1 among the last call's messages: "
+                 evidence=f"reply: {last['reply'].strip()!r}; turn 1 among the last model call's messages: "
                           f"{has_plant['hook'][-1]}",
                  holds=codename in last["reply"])
 
     # S3: one manifest per call
     counts = [call["system_prompt"].count(MANIFEST) for call in hooked["calls"]]
-    ledger.equal("S3", "rebuilt from base_prompt: every call carries exactly one manifest",
-                 observed=counts, expected=[1] * turns, what="<manifest> blocks per call, at the model")
+    ledger.equal("S3", "rebuilt from base_prompt: every model call carries exactly one manifest",
+                 observed=counts, expected=[1] * turns, what="<manifest> blocks per model call, at the model")
     prompts_sent = {call["system_prompt"] for call in hooked["calls"]}
-    ledger.check("S3", "the rebuilt system prompt is the same text on every call, base_prompt first",
+    ledger.check("S3", "the rebuilt system prompt is the same text on every model call, base_prompt first",
                  evidence=f"{len(prompts_sent)} distinct system prompt(s) received",
                  holds=len(prompts_sent) == 1 and next(iter(prompts_sent)).startswith(base))
     appended_counts = [call["system_prompt"].count(MANIFEST) for call in appended["calls"]]
-    ledger.equal("S3", "appended to the current prompt, the call of turn t carries t manifests",
+    ledger.equal("S3", "appended to the current prompt, the model call of turn t carries t manifests",
                  observed=appended_counts, expected=list(range(1, turns + 1)),
-                 what="<manifest> blocks per call, at the model")
+                 what="<manifest> blocks per model call, at the model")
 
     # S4: the price, beside pin_first
-    price = "the manifest costs the same tokens on every call, from turn 1"
+    price = "the manifest costs the same tokens on every model call, from turn 1"
     if offline:
         reported = [h["input"] - p["input"] for h, p in zip(hooked["calls"], plain["calls"])]
         recounted = [h["recounted"] - p["recounted"] for h, p in zip(hooked["calls"], plain["calls"])]
-        ledger.check("S4", price, evidence=f"with minus without the hook, input tokens per call: reported {reported}; "
+        ledger.check("S4", price, evidence=f"with minus without the hook, input tokens per model call: reported {reported}; "
                                            f"recounted from the text received {recounted}",
                      holds=reported == recounted and len(set(reported)) == 1 and reported[0] > 0)
     else:
@@ -183,7 +188,7 @@ def claims(record: dict[str, Any]) -> Ledger:
     same_early = [shape(q["messages"]) == shape(p["messages"]) and (q["input"] == p["input"] or not offline)
                   for q, p in zip(pinned["calls"][:early], plain["calls"][:early])]
     ledger.check("S4", "pin_first=2 sends nothing extra up to turn w/2 + 1",
-                 evidence=f"w = {2 * half}: calls 1-{early}: the same messages and input tokens as without the pin in "
+                 evidence=f"w = {2 * half}: model calls 1-{early}: the same messages and input tokens as without the pin in "
                           f"{sum(same_early)} of {early}",
                  holds=len(same_early) == early and all(same_early))
     if turns > half + 1:
@@ -191,7 +196,8 @@ def claims(record: dict[str, Any]) -> Ledger:
         on_top = [shape(q["messages"]) == shape(turn_1 + p["messages"])
                   for q, p in zip(pinned["calls"][half + 1:], plain["calls"][half + 1:])]
         ledger.check("S4", "from turn w/2 + 2 on, pin_first=2 sends turn 1's two messages on top of the window",
-                     evidence=f"w = {2 * half}: calls {half + 2}-{turns}: turn 1's two messages, then exactly the unpinned call's "
+                     evidence=f"w = {2 * half}: model calls {half + 2}-{turns}: turn 1's two messages, then exactly the "
+                              f"unpinned model call's "
                               f"messages, in {sum(on_top)} of {len(on_top)}; last reply "
                               f"{pinned['calls'][-1]['reply'].strip()!r}",
                      holds=len(on_top) == turns - half - 1 and all(on_top) and codename in pinned["calls"][-1]["reply"])
@@ -208,10 +214,10 @@ def claims(record: dict[str, Any]) -> Ledger:
                  evidence=f"codename (in agent.json, restored): {restored}",
                  holds=set(restored.values()) == {(codename, codename)})
     pin_start = _run_of_files(pin["files"], pin_call["messages"])
-    pin_claim = "after a restart, the pinned agent loses turn 1 and its call receives the codename nowhere"
+    pin_claim = "after a restart, the pinned agent loses turn 1 and its model call receives the codename nowhere"
     if pin["removed_before"] > 0:
         ledger.check("S5", pin_claim,
-                     evidence=f"turn 1 in memory before: {plant in pin['before']}; the call received "
+                     evidence=f"turn 1 in memory before: {plant in pin['before']}; the model call received "
                               f"{_stored_turns(pin_start, pin_call)}; codename in it {_carries(pin_call, codename)}; "
                               f"reply {pin_call['reply'].strip()!r}",
                      holds=plant in pin["before"] and bool(pin_start) and not _carries(pin_call, codename)
@@ -222,7 +228,7 @@ def claims(record: dict[str, Any]) -> Ledger:
     in_messages = codename in json.dumps(hook_call["messages"])
     in_manifest = codename in _manifest(hook_call["system_prompt"])
     ledger.check("C1 S5", "after a restart, the hook rebuilds the manifest from the restored state, and it answers",
-                 evidence=f"the call received {_stored_turns(hook_start, hook_call)}; codename in the manifest "
+                 evidence=f"the model call received {_stored_turns(hook_start, hook_call)}; codename in the manifest "
                           f"{in_manifest}, in messages {in_messages}; reply {hook_call['reply'].strip()!r}",
                  holds=in_manifest and codename in hook_call["reply"] and hook_start is not None
                  and (not in_messages or hook_start == 0))

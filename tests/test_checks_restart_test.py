@@ -21,10 +21,6 @@ def theirs(record):
     return record["sessions"][record["other_session_id"]]["messages"]
 
 
-def crash(record, session="crash"):
-    return record["crash"]["sessions"][session]
-
-
 def writer_said(record, session, name, text):
     record["writers"]["stdout"][session][name] = text
 
@@ -33,14 +29,14 @@ def lose_the_last_reply(record):
     record["writers"]["sessions"]["with-lock"].pop()
 
 
-def the_crash_left_the_result_too(record):
-    kept = crash(record)[2]
-    record["crash"]["left"][kept["file"]] = kept["sha256"]
-
-
 def fact_in_environment(record):
     """The second process inherited the facts in an environment variable: they did not cross in a file only."""
     record["environment_with_facts"] = ["USER_FACTS"]
+
+
+def a_writer_failed(record):
+    """A writer that crashed after writing its turn: an error was raised, so the loss was not silent."""
+    record["writers"]["exit codes"]["no-lock"]["writer-2"] = 1
 
 
 def a_writer_wrote_elsewhere(record):
@@ -69,7 +65,7 @@ BREAKAGES = {
     "the session folder holds session.json, agent.json and one file per message":
         lambda r: r["sessions"][r["session_id"]]["files"].remove("agents/agent_default/agent.json"),
     # the first turn's reply written by the second process: one file, then three
-    "each turn added two message files: 0 and 1 by the first process, 2 and 3 by the second":
+    "each turn added two message files, the prompt and the reply: 0 and 1 by the first process, 2 and 3 by the second":
         lambda r: stored(r)[1].update(created_at=later(r["processes"]["recall"]["started"], 0.1)),
     # a session manager that ignored the id and restored the first session
     "another session id got a folder of its own; its first message is its own question":
@@ -78,33 +74,22 @@ BREAKAGES = {
     "its reply gives neither fact, where the same question on the first id gave both":
         lambda r: theirs(r)[1].update(text="Your name is Pin and your favorite number is 42."),
     # without a lock, the second writer restored the first's turn: no race, nothing lost
-    "without a lock every writer restored 2 messages and wrote its turn as messages 2 and 3, yet one turn reached disk":
+    "without a lock every writer restored 2 messages, wrote its turn as messages 2 and 3 and exited with 0, yet one "
+    "turn reached disk":
         lambda r: writer_said(r, "no-lock", "writer-2",
                               "messages restored: 4\nreply: ok\nmessages now: 6\nmessage ids written: [4, 5]\n"),
     "with the lock none was lost: every prompt on disk, each followed by its reply":
         lose_the_last_reply,
-    # a table that counted the files before the writers as lost
-    "the table's messages lost agree with a recount from the files":
+    # a count that took the files before the writers as lost
+    "the messages lost the lesson prints agree with a recount from the files":
         lambda r: r["writers"]["table"].update({"no-lock": 4}),
-    # the tool returned and the process exited by itself: no crash
-    "the crash process was killed (SIGKILL) while its tool ran":
-        lambda r: r["crash"].update(returncode=0),
-    "it left the question and the assistant's toolUse, with no result":
-        the_crash_left_the_result_too,
-    # a model that does not apply Converse's alternation rule answered the broken request
-    "restored as it is, the next request sent two user messages in a row and was refused":
-        lambda r: (r["crash"]["requests"]["as-is"][0].update(answered=True), r["crash"].update(refusal=None)),
-    # a repair that wrote the result only: two user messages in a row again
-    "the repair wrote an error toolResult for that toolUse, then the assistant's message":
-        lambda r: crash(r)[3].update(role="user"),
-    "after the repair every request was answered and broke none of Converse's rules":
-        lambda r: r["crash"]["requests"]["crash"][0].update(answered=False),
-    # a repair that rewrote the crash's toolUse file
-    "the repair changed no file the crash left":
-        lambda r: crash(r)[1].update(sha256="0" * 64),
 }
 
 globals().update(check_suite(restart_test, "01_restart_test", BREAKAGES))
+
+
+NO_LOCK = ("without a lock every writer restored 2 messages, wrote its turn as messages 2 and 3 and exited with 0, "
+           "yet one turn reached disk")
 
 
 def status_of(record, words):
@@ -121,5 +106,9 @@ def test_a_fact_in_the_environment_fails_the_no_fact_check():
 
 def test_a_writer_that_wrote_other_ids_fails_the_no_lock_check():
     """The writers' own report of the files they wrote is checked too, not only what they restored."""
-    words = "without a lock every writer restored 2 messages and wrote its turn as messages 2 and 3, yet one turn reached disk"
-    assert status_of(broken(load_record("01_restart_test"), a_writer_wrote_elsewhere), words) == "FAILS"
+    assert status_of(broken(load_record("01_restart_test"), a_writer_wrote_elsewhere), NO_LOCK) == "FAILS"
+
+
+def test_a_writer_that_failed_fails_the_no_lock_check():
+    """A turn lost with an error is not the silent loss the lesson shows."""
+    assert status_of(broken(load_record("01_restart_test"), a_writer_failed), NO_LOCK) == "FAILS"

@@ -4,6 +4,8 @@ holds); bad parameters stop the notebook before its workspace is reset, each in 
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import notebook_runs
 import papermill
@@ -42,16 +44,27 @@ def test_exercise_1_a_session_of_your_own(exercises_run):
     assert "reply: Your name is Pin and your favorite number is 42." in text, "where the lesson's recall said 42"
 
 
+def writer_rows(notebook: nbformat.NotebookNode) -> list[tuple[str, int, str, int]]:
+    """The writers' table as the lesson shows it: (lock, restored, wrote files, exit code), one row per writer."""
+    (cell,) = [c for c in notebook.cells if c.cell_type == "code" and "race_writers(" in c.source]
+    text = "\n".join(o["data"]["text/plain"] for o in cell.outputs if o.output_type == "display_data")
+    found = re.findall(r"^(no|yes) +(\d+) +(message_\d+\.json, message_\d+\.json) +(\d+)$", text, re.MULTILINE)
+    return [(lock, int(restored), wrote, int(code)) for lock, restored, wrote, code in found]
+
+
 def test_exercise_2_three_writers(exercises_run):
     result, _ = exercises_run
     ledger = one_line(ledger_text(result))
-    assert "table vs recount: {'no-lock': 4, 'with-lock': 0}" in ledger, "4 lost without the lock, 0 with it"
+    assert "printed vs recount: {'no-lock': 4, 'with-lock': 0}" in ledger, "4 lost without the lock, 0 with it"
     assert "restored by each writer: [2, 4, 6]" in ledger
-    assert "each writer's (restored, now): [(2, 4), (2, 4), (2, 4)]; ids each wrote: [[2, 3], [2, 3], [2, 3]]; " \
-           "4 message files; writer prompts on disk under ids [2]" in ledger, "1 of the 3 writer prompts on disk without the lock"
-    table = printed(result, plain=True)
-    assert "[2, 2, 2]" in table and "[2, 4, 6]" in table, "the lesson's table: what each writer restored"
-    assert "[[2, 3], [2, 3], [2, 3]]" in table and "[[2, 3], [4, 5], [6, 7]]" in table, "and the ids each wrote"
+    assert "(restored, now) [(2, 4), (2, 4), (2, 4)]; wrote [[2, 3], [2, 3], [2, 3]]; exit codes [0, 0, 0]; " \
+           "4 message files; writer prompts under ids [2]" in ledger, "1 of the 3 writer prompts on disk without the lock"
+    text = printed(result)
+    assert "no-lock: 4 message files, 4 messages lost" in text and "with-lock: 8 message files, 0 messages lost" in text
+    pair = "message_{}.json, message_{}.json".format
+    assert writer_rows(result) == [("no", 2, pair(2, 3), 0)] * 3 + [
+        ("yes", 2, pair(2, 3), 0), ("yes", 4, pair(4, 5), 0), ("yes", 6, pair(6, 7), 0)], \
+        "the lesson's table: one row per writer, what it restored and the files it wrote"
 
 
 def test_exercise_3_a_damaged_file(exercises_run):

@@ -2,15 +2,12 @@
 
 The evidence never comes from the lesson's printed tables. The processes are known by what started them (process id,
 command line, exit status, the times around each run, the environment they inherit); the sessions by their files,
-read again here (names, message ids, roles, texts, the times the SDK wrote into them, SHA-256 of their bytes); the
-crash by what the model received and raised (the `StrictModel` inside each resumed agent) and by Converse's rules
-applied again to those requests (`companion.models.converse_rules.violations`, a second method beside the refusal).
+read again here (names, message ids, roles, texts, the times the SDK wrote into them); the
+writers by what each writer process printed and by the shared sessions' files, recounted here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from datetime import datetime
@@ -18,18 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from companion.checks import save_record
-from companion.models.converse_rules import rule_rows, violations
-from companion.sessions.session_files import block_kind, message_files, read_json, session_dir
+from companion.sessions.session_files import message_files, read_json, session_dir
 from companion.support.ledger import Ledger
 from companion.support.messages import message_text
 
 CLAIMS = {
     "C1": "a fact crosses from one OS process to another in the session's files",
     "S1": "a new process restores the session's files into agent.messages and answers from them",
-    "S2": "session.json, agent.json and one file per message: each turn adds two",
+    "S2": "session.json, agent.json and one file per message: each plain turn adds two, the prompt and the reply",
     "S3": "another session id gets an empty folder of its own and sees neither fact",
     "S4": "two writers without a lock lose a turn without an error; with a lock none is lost",
-    "S5": "a toolUse left by a crash is refused as it is; repaired in the files first, the session goes on",
 }
 
 
@@ -39,23 +34,11 @@ def _process(run: Any) -> dict[str, Any]:
 
 
 def _message(path: Path) -> dict[str, Any]:
-    """One message file as the checks read it: its name, id, role, words, blocks, times and bytes."""
+    """One message file as the checks read it: its name, id, role, words and the time the SDK wrote into it."""
     data = read_json(path)
     message = data["message"]
-    blocks = [block for block in message.get("content") or [] if isinstance(block, dict)]
-    return {
-        "file": path.name,
-        "id": data["message_id"],
-        "role": message["role"],
-        "text": message_text(message),
-        "blocks": [block_kind(block) for block in blocks],
-        "tool_use_ids": [b["toolUse"].get("toolUseId") for b in blocks if "toolUse" in b],
-        "tool_results": [{"id": b["toolResult"].get("toolUseId"), "status": b["toolResult"].get("status"),
-                          "text": " ".join(c.get("text", "") for c in b["toolResult"].get("content") or [])}
-                         for b in blocks if "toolResult" in b],
-        "created_at": data["created_at"],
-        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-    }
+    return {"file": path.name, "id": data["message_id"], "role": message["role"], "text": message_text(message),
+            "created_at": data["created_at"]}
 
 
 def _session(storage_dir: Path, session_id: str) -> dict[str, Any]:
@@ -65,24 +48,15 @@ def _session(storage_dir: Path, session_id: str) -> dict[str, Any]:
             "messages": [_message(path) for path in message_files(storage_dir, session_id)]}
 
 
-def _plain(value: Any) -> Any:
-    """What the model received, as JSON data (the record is a JSON file)."""
-    return json.loads(json.dumps(value, default=str))
-
-
 def record(processes: dict[str, Any], storage_dir: Path, session_ids: list[str], *, facts: list[str],
-           shared_dir: Path, writer_prompts: dict[str, str], race: Any, crash_dir: Path, killed: Any,
-           agents: dict[str, Any], workspace_dir: Path) -> dict[str, Any]:
+           shared_dir: Path, writer_prompts: dict[str, str], race: Any, workspace_dir: Path) -> dict[str, Any]:
     """The evidence of notebook 01's run.
 
     `processes` maps "plant", "recall" and "other" to what `run_program` returned; `session_ids` is the lesson's id and
     the other id. The writers: their prompts and what `race_writers` returned (what each writer process printed per
-    shared session, and the lesson's table, only to check it against a recount). The crash: what `crash_during_tool`
-    returned (with the SHA-256 of the files it left, taken right after the kill) and the resumed agents ("as-is" and
-    "crash", each on a `StrictModel`, which keeps what it received and the errors it raised).
+    shared session, and the messages lost the lesson prints, only to check them against a recount).
     """
     session_id, other_id = session_ids
-    refusals = agents["as-is"].model.refusals
     return save_record({
         "kernel_pid": os.getpid(),
         "facts": facts,
@@ -97,17 +71,8 @@ def record(processes: dict[str, Any], storage_dir: Path, session_ids: list[str],
             "prompts": writer_prompts,
             "stdout": {sid: {name: run.stdout for name, run in runs.items()} for sid, runs in race.runs.items()},
             "sessions": {sid: _session(shared_dir, sid)["messages"] for sid in race.runs},
-            "table": {row["session"]: row["messages lost"] for row in race.rows},
-        },
-        "crash": {
-            "returncode": killed.returncode,
-            "tool_started": (Path(crash_dir).parent / "tool-started-crash").exists(),
-            "left": killed.left,
-            "sessions": {sid: _session(crash_dir, sid)["messages"] for sid in agents},
-            "requests": {sid: [{"messages": _plain(e["messages"]), "answered": e["answered"]}
-                               for e in agent.model.exchanges] for sid, agent in agents.items()},
-            "refusal": refusals[0] if refusals else None,
-            "alternation": {row["rule"]: row["Bedrock says"] for row in rule_rows()}["alternating-roles"],
+            "exit codes": {sid: {name: run.returncode for name, run in runs.items()} for sid, runs in race.runs.items()},
+            "table": {total["session"]: total["messages lost"] for total in race.totals},
         },
     }, workspace_dir)
 
@@ -141,10 +106,6 @@ def _written(stdout: str) -> list[int] | None:
     return [int(i) for i in found.group(1).split(",") if i.strip()] if found else None
 
 
-def _users_in_a_row(messages: list[dict[str, Any]]) -> bool:
-    return any(a["role"] == b["role"] == "user" for a, b in zip(messages, messages[1:]))
-
-
 def claims(record: dict[str, Any]) -> Ledger:
     """Every check of notebook 01, decided from `record` alone."""
     ledger = Ledger(claims=CLAIMS)
@@ -163,9 +124,9 @@ def claims(record: dict[str, Any]) -> Ledger:
                  and _when(recall["started"]) > _when(plant["ended"]))
     ledger.check("C1", "the second process was given neither fact: its arguments are the same program, backend, id "
                        "and folder and a question; no variable of its environment holds the facts",
-                 evidence=f"the same program: {recall['program'] == plant['program']}, the same arguments but "
-                          f"the last: {recall['args'][:-1] == plant['args'][:-1]}; its prompt: {recall['args'][-1]!r}; "
-                          f"environment variables holding both facts: {record['environment_with_facts']}",
+                 evidence=f"same program {recall['program'] == plant['program']}, same arguments but the last "
+                          f"{recall['args'][:-1] == plant['args'][:-1]}; its prompt {recall['args'][-1]!r}; "
+                          f"variables holding both facts: {record['environment_with_facts']}",
                  holds=recall["program"] == plant["program"] and recall["args"][:-1] == plant["args"][:-1]
                  and not _has_any(recall["args"][-1], facts) and not record["environment_with_facts"])
     ledger.check("C1 S2", "the facts were in a file before the second process started: message_0.json",
@@ -190,12 +151,12 @@ def claims(record: dict[str, Any]) -> Ledger:
                  holds=sorted(stored["files"]) == sorted(["session.json", "agents/agent_default/agent.json"]
                                                          + [f"agents/agent_default/{n}" for n in names])
                  and [m["role"] for m in stored["messages"]] == ["user", "assistant"] * 2)
-    ledger.check("S2", "each turn added two message files: 0 and 1 by the first process, 2 and 3 by the second",
-                 evidence=f"message ids by the creation time in each file: while the first ran "
-                          f"{_ids_during(stored['messages'], plant)}, while the second ran "
-                          f"{_ids_during(stored['messages'], recall)}",
-                 holds=_ids_during(stored["messages"], plant) == [0, 1]
-                 and _ids_during(stored["messages"], recall) == [2, 3])
+    roles = {m["id"]: m["role"] for m in stored["messages"]}
+    turns = [[(i, roles[i]) for i in _ids_during(stored["messages"], run)] for run in (plant, recall)]
+    ledger.check("S2", "each turn added two message files, the prompt and the reply: 0 and 1 by the first process, "
+                       "2 and 3 by the second",
+                 evidence=f"by the times in the files: the first process wrote {turns[0]}, the second {turns[1]}",
+                 holds=turns == [[(0, "user"), (1, "assistant")], [(2, "user"), (3, "assistant")]])
 
     theirs = record["sessions"][record["other_session_id"]]
     ledger.check("S3", "another session id got a folder of its own; its first message is its own question",
@@ -220,12 +181,13 @@ def claims(record: dict[str, Any]) -> Ledger:
         at = [m["id"] for m in messages if m["role"] == "user" and m["text"] in prompts]
         said = [_reported(out) for out in writers["stdout"][sid].values()]
         wrote = [_written(out) for out in writers["stdout"][sid].values()]
+        codes = list(writers["exit codes"][sid].values())
         if not lock:
-            ledger.check("S4", "without a lock every writer restored 2 messages and wrote its turn as messages 2 and 3, "
-                               "yet one turn reached disk",
-                         evidence=f"each writer's (restored, now): {said}; ids each wrote: {wrote}; {len(messages)} "
-                                  f"message files; writer prompts on disk under ids {at}",
-                         holds=len(said) == count and all(s == (2, 4) for s in said)
+            ledger.check("S4", "without a lock every writer restored 2 messages, wrote its turn as messages 2 and 3 and "
+                               "exited with 0, yet one turn reached disk",
+                         evidence=f"(restored, now) {said}; wrote {wrote}; exit codes {codes}; {len(messages)} "
+                                  f"message files; writer prompts under ids {at}",
+                         holds=len(said) == count and all(s == (2, 4) for s in said) and codes == [0] * count
                          and all(w == [2, 3] for w in wrote) and len(messages) == 4 and at == [2])
         else:
             named = [m["id"] + 1 < len(messages) and messages[m["id"] + 1]["role"] == "assistant"
@@ -237,48 +199,7 @@ def claims(record: dict[str, Any]) -> Ledger:
                                   f"naming its fact: {named}",
                          holds=len(messages) == 2 + 2 * count and at == [2 + 2 * i for i in range(count)]
                          and all(named) and sorted(s[0] for s in said if s) == [2 + 2 * i for i in range(count)])
-    ledger.equal("S4", "the table's messages lost agree with a recount from the files",
-                 observed=writers["table"], expected=recount, what="table vs recount")
+    ledger.equal("S4", "the messages lost the lesson prints agree with a recount from the files",
+                 observed=writers["table"], expected=recount, what="printed vs recount")
 
-    crash = record["crash"]
-    ledger.check("S5", "the crash process was killed (SIGKILL) while its tool ran",
-                 evidence=f"exit status {crash['returncode']}; the tool's marker file exists: {crash['tool_started']}",
-                 holds=crash["returncode"] == -9 and crash["tool_started"])
-    repaired = crash["sessions"]["crash"]
-    kept = [m for m in repaired if crash["left"].get(m["file"]) == m["sha256"]]
-    last = kept[-1] if kept else {"role": "", "blocks": [], "tool_use_ids": []}
-    ledger.check("S5", "it left the question and the assistant's toolUse, with no result",
-                 evidence=f"files it left: {sorted(crash['left'])}; the last: {last['role']}, {last['blocks']}",
-                 holds=sorted(crash["left"]) == ["message_0.json", "message_1.json"] and len(kept) == 2
-                 and kept[0]["role"] == "user" and last["role"] == "assistant" and len(last["tool_use_ids"]) == 1
-                 and not any(m["tool_results"] for m in kept))
-    sent = crash["requests"]["as-is"][0] if crash["requests"]["as-is"] else {"messages": [], "answered": True}
-    broken = [rule for rule, _ in violations(sent["messages"])]
-    ledger.check("S5", "restored as it is, the next request sent two user messages in a row and was refused",
-                 evidence=f"roles at the model {[m['role'] for m in sent['messages']]}, answered "
-                          f"{sent['answered']}, breaks {broken}; Converse's text in the error: "
-                          f"{crash['alternation'] in (crash['refusal'] or '')}",
-                 holds=_users_in_a_row(sent["messages"]) and not sent["answered"] and "alternating-roles" in broken
-                 and crash["alternation"] in (crash["refusal"] or ""))
-    tool_ids = last["tool_use_ids"]
-    added = repaired[2:4]
-    results = added[0]["tool_results"] if added else []
-    ledger.check("S5", "the repair wrote an error toolResult for that toolUse, then the assistant's message",
-                 evidence="; ".join(f"{m['file']}: {m['role']}, {', '.join(m['blocks'])}" for m in added)
-                          + f"; results for {[r['id'] for r in results]}: {[r['status'] for r in results]}",
-                 holds=len(added) == 2 and added[0]["role"] == "user" and added[1]["role"] == "assistant"
-                 and [r["id"] for r in results] == tool_ids and all(r["status"] == "error" for r in results)
-                 and bool(added[1]["text"].strip()))
-    resumed = crash["requests"]["crash"]
-    ledger.check("S5", "after the repair every request was answered and broke none of Converse's rules",
-                 evidence=f"{len(resumed)} requests, answered {[r['answered'] for r in resumed]}; rules broken "
-                          f"{[[rule for rule, _ in violations(r['messages'])] for r in resumed]}; the last file: "
-                          f"{repaired[-1]['role'] if repaired else None}, {repaired[-1]['text'] if repaired else ''!r}",
-                 holds=bool(resumed) and all(r["answered"] and not violations(r["messages"]) for r in resumed)
-                 and bool(repaired) and repaired[-1]["role"] == "assistant" and "VEGA" in repaired[-1]["text"])
-    same = {name: any(m["file"] == name and m["sha256"] == digest for m in repaired)
-            for name, digest in crash["left"].items()}
-    ledger.check("S5", "the repair changed no file the crash left",
-                 evidence=f"SHA-256 now equals SHA-256 right after the crash: {same}",
-                 holds=bool(same) and all(same.values()))
     return ledger

@@ -1,32 +1,43 @@
 """The restart test: one session, two real OS processes that share nothing but a session directory.
 
 Notebook 01 writes its own program to a file (a model, a `FileSessionManager`, an `Agent`, one prompt) and
-:func:`run_program` runs that file in a fresh Python interpreter, once per phase. `run_phase` does the same with
-:func:`phase` below, the program the tests use; :func:`kill_during_tool` runs :func:`tool_phase`, whose tool never
-returns, and kills it; :func:`crash_during_tool` does that and keeps what the crash left (a copy of the session, the
-SHA-256 of its message files). :func:`strict_model` is the model a resumed agent uses in notebook 01: it refuses what
-Bedrock's Converse API refuses, and keeps each call and each refusal for the checks.
+:func:`run_program` runs that file in a fresh Python interpreter, once per phase; :func:`check_parameters` checks the
+notebook's parameters first. `run_phase` does the same with :func:`phase` below, the program the tests use;
+:func:`kill_during_tool` runs :func:`tool_phase`, whose tool never returns, and kills it (what a crash in the middle of a
+tool call leaves: companion/sessions/crash_repair.py repairs it).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from companion.models.metering import MeteredModel
 from companion.support.paths import REPO_ROOT
 
 DEFAULT_PLANT = "My name is Pin and my favorite number is 42. Just acknowledge, one short sentence."
 DEFAULT_RECALL = "What is my name and my favorite number?"
+
+
+def check_parameters(*, user_name: str, favorite_number: int, session_id: str, other_session_id: str,
+                     writers: int) -> None:
+    """Notebook 01's parameters: a bad one raises (`ParameterError` or `UnsafePathError`, saying what it must be)
+    before anything is written."""
+    from companion.support import parameters as check
+    from companion.support.workspace import check_session_id
+
+    check.text("user_name", user_name)
+    check.integer("favorite_number", favorite_number, minimum=0)
+    for name, value in [("session_id", session_id), ("other_session_id", other_session_id)]:
+        check_session_id(check.text(name, value))
+    check.different(("session_id", "other_session_id"), (session_id, other_session_id),
+                    why="the lesson compares two sessions")
+    check.integer("writers", writers, minimum=2, maximum=4, why="one fact per writer")
 
 
 def phase(
@@ -207,65 +218,6 @@ def kill_during_tool(
     if not started.exists():
         raise PhaseFailed(f"The tool never started (exit status {process.returncode}).\n{stderr}")
     return PhaseResult(process.pid, process.returncode, stdout, stderr)
-
-
-@dataclass(frozen=True)
-class CrashRun(PhaseResult):
-    """A process killed while its tool ran, and what it left: file name -> SHA-256 of each message file, taken right
-    after the kill."""
-
-    left: dict[str, str]
-
-
-def crash_during_tool(
-    prompt: str, *, backend: str, session_id: str, storage_dir: str | os.PathLike, copy_id: str, timeout: float = 120
-) -> CrashRun:
-    """:func:`kill_during_tool`, then keep what the crash left: the SHA-256 of each message file, and a copy of the
-    session's folder under the session id `copy_id` (to restore it as it is, while the original is repaired).
-
-    Both ids are checked, and the copy must not exist yet, before any process starts.
-    """
-    from companion.sessions.session_files import message_files, session_dir
-    from companion.support.workspace import check_session_id, inside_root
-
-    storage = inside_root(storage_dir)
-    check_session_id(session_id)
-    if check_session_id(copy_id) == session_id:
-        raise ValueError(f"copy_id must differ from session_id ({session_id!r}): nothing was run.")
-    copy = session_dir(storage, copy_id)
-    if copy.exists():
-        raise FileExistsError(f"{copy} exists already: nothing was run.")
-    killed = kill_during_tool(prompt, backend=backend, session_id=session_id, storage_dir=storage, timeout=timeout)
-    left = {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in message_files(storage, session_id)}
-    shutil.copytree(session_dir(storage, session_id), copy)
-    return CrashRun(killed.pid, killed.returncode, killed.stdout, killed.stderr, left)
-
-
-class StrictModel(MeteredModel):
-    """A :class:`MeteredModel` that also keeps, in `refusals`, the text of every error its model raised
-    ("ValidationException: ..."), then raises it again."""
-
-    def __init__(self, inner: Any) -> None:
-        super().__init__(inner)
-        self.refusals: list[str] = []
-
-    async def stream(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            async for event in super().stream(*args, **kwargs):
-                yield event
-        except Exception as error:
-            self.refusals.append(f"{type(error).__name__}: {error}")
-            raise
-
-
-def strict_model(backend: str) -> StrictModel:
-    """The notebook's model, refusing what Bedrock's Converse API refuses: offline, with the offline model's copy of
-    Converse's rules (`validate_requests`); on Bedrock, Bedrock itself (or the local endpoint, which applies the same
-    rules). Wrapped so that each call and each refusal is kept for the checks."""
-    from companion.models.backends import make_model, resolve_backend
-
-    strict = {"validate_requests": True} if resolve_backend(backend) == "offline" else {}
-    return StrictModel(make_model(backend, **strict))
 
 
 def _package_parent() -> str:

@@ -6,7 +6,8 @@ replaces the earlier one and a whole turn is gone. A file barrier makes the race
 have restored before either sends its prompt), and :func:`turn_lock` is the remedy a user can apply.
 
 Each writer prints what it restored and the ids of the message files it wrote; :func:`race_writers` runs the writers
-on one session per way of writing (without and with the lock) and returns one row per session for notebook 01.
+on one session per way of writing (without and with the lock) and returns one row per writer for notebook 01, and
+per session the messages lost.
 """
 
 from __future__ import annotations
@@ -172,11 +173,17 @@ def run_writers(
 
 @dataclass(frozen=True)
 class WriterRace:
-    """What :func:`race_writers` ran: per session id, what each writer process printed (`runs`), and one row per
-    session (`rows`)."""
+    """What :func:`race_writers` ran: per session id, what each writer process printed (`runs`); one row per writer
+    (`rows`); and per session, the message files on disk afterwards and the messages lost (`totals`)."""
 
     runs: dict[str, dict[str, PhaseResult]]
     rows: list[dict[str, Any]]
+    totals: list[dict[str, Any]]
+
+    def summary(self) -> str:
+        """One line per session: its message files on disk and the messages lost."""
+        return "\n".join(f"{t['session']}: {t['message files']} message files, {t['messages lost']} messages lost"
+                         for t in self.totals)
 
 
 def writer_report(stdout: str) -> tuple[int, list[int]] | None:
@@ -199,31 +206,29 @@ def race_writers(
     """For each session id in `locks`, one after the other: :func:`run_writers` on that session (holding the turn lock
     when its value is True). Each session should already hold the turn the writers restore.
 
-    A row per session: the writers' exit codes; what each restored and the message ids it wrote (the writers sorted
-    by what they restored, so the order does not depend on which process got the lock first); the message files on
-    disk afterwards; and the messages lost: the files there before, plus every message a writer wrote, minus the files
-    on disk.
+    A row per writer: whether it held the lock, the messages it restored, the message files it wrote and its exit
+    code (within a session, the writers sorted by what they restored, so the order does not depend on which process
+    got the lock first). A total per session: the message files on disk afterwards, and the messages lost: the files
+    there before, plus every message a writer wrote, minus the files on disk.
     """
     from companion.sessions.session_files import message_files
 
     runs: dict[str, dict[str, PhaseResult]] = {}
-    rows = []
+    rows, totals = [], []
     for session_id, lock in locks.items():
         before = len(message_files(storage_dir, session_id))
         runs[session_id] = run_writers(prompts, backend=backend, session_id=session_id, storage_dir=storage_dir,
                                        lock=lock, timeout=timeout)
-        reports = [writer_report(run.stdout) for run in runs[session_id].values()]
-        if None in reports:
+        reports = [(writer_report(run.stdout), run.returncode) for run in runs[session_id].values()]
+        if any(report is None for report, _ in reports):
             raise PhaseFailed(f"a writer on {session_id!r} did not report what it restored and wrote")
-        reports = sorted(reports)
+        for (restored, written), code in sorted(reports):
+            rows.append({"lock": "yes" if lock else "no", "restored": restored,
+                         "wrote files": ", ".join(f"message_{i}.json" for i in written), "exit code": code})
         on_disk = len(message_files(storage_dir, session_id))
-        rows.append({"session": session_id,
-                     "exit codes": [run.returncode for run in runs[session_id].values()],
-                     "restored": [restored for restored, _ in reports],
-                     "wrote": [written for _, written in reports],
-                     "message files": on_disk,
-                     "messages lost": before + sum(len(written) for _, written in reports) - on_disk})
-    return WriterRace(runs, rows)
+        totals.append({"session": session_id, "message files": on_disk,
+                       "messages lost": before + sum(len(written) for (_, written), _ in reports) - on_disk})
+    return WriterRace(runs, rows, totals)
 
 
 def user_texts_on_disk(message_paths: list[Path]) -> list[str]:

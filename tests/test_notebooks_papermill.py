@@ -70,9 +70,8 @@ REPLAYS = [
     ),
     (
         "11_memory_you_can_trust.ipynb",
-        {"workspace": "pm_10", "owner": "grace", "attacker": "eve", "min_grounding": 0.6, "confirm_sensitive": False,
-         "max_entries": 2},
-        "memory owner: grace; another participant: eve; policy: min_grounding=0.6, confirm_sensitive=False",
+        {"workspace": "pm_11_trust", "owner": "grace", "attacker": "eve", "min_grounding": 0.6, "confirm_sensitive": False},
+        "grace is asked: Store this in your long-term memory?",
     ),
     (
         "12_sessions_at_scale.ipynb",

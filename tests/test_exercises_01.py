@@ -44,12 +44,13 @@ def test_exercise_1_a_session_of_your_own(exercises_run):
     assert "reply: Your name is Pin and your favorite number is 42." in text, "where the lesson's recall said 42"
 
 
-def writer_rows(notebook: nbformat.NotebookNode) -> list[tuple[str, int, str, int]]:
-    """The writers' table as the lesson shows it: (lock, restored, wrote files, exit code), one row per writer."""
+def writer_rows(notebook: nbformat.NotebookNode) -> list[tuple[str, int, str, bool, int]]:
+    """The writers' table as the lesson shows it: (session, restored, wrote files, its prompt on disk, exit code)."""
     (cell,) = [c for c in notebook.cells if c.cell_type == "code" and "race_writers(" in c.source]
     text = "\n".join(o["data"]["text/plain"] for o in cell.outputs if o.output_type == "display_data")
-    found = re.findall(r"^(no|yes) +(\d+) +(message_\d+\.json, message_\d+\.json) +(\d+)$", text, re.MULTILINE)
-    return [(lock, int(restored), wrote, int(code)) for lock, restored, wrote, code in found]
+    found = re.findall(r"^(no-lock|with-lock) +(\d+) +(message_\d+\.json, message_\d+\.json) +(True|False) +(\d+)$",
+                       text, re.MULTILINE)
+    return [(session, int(restored), wrote, kept == "True", int(code)) for session, restored, wrote, kept, code in found]
 
 
 def test_exercise_2_three_writers(exercises_run):
@@ -62,9 +63,10 @@ def test_exercise_2_three_writers(exercises_run):
     text = printed(result)
     assert "no-lock: 4 message files, 4 messages lost" in text and "with-lock: 8 message files, 0 messages lost" in text
     pair = "message_{}.json, message_{}.json".format
-    assert writer_rows(result) == [("no", 2, pair(2, 3), 0)] * 3 + [
-        ("yes", 2, pair(2, 3), 0), ("yes", 4, pair(4, 5), 0), ("yes", 6, pair(6, 7), 0)], \
-        "the lesson's table: one row per writer, what it restored and the files it wrote"
+    assert writer_rows(result) == [("no-lock", 2, pair(2, 3), False, 0)] * 2 + [("no-lock", 2, pair(2, 3), True, 0)] + [
+        ("with-lock", 2, pair(2, 3), True, 0), ("with-lock", 4, pair(4, 5), True, 0),
+        ("with-lock", 6, pair(6, 7), True, 0)], \
+        "the lesson's table: one row per writer, what it restored, the files it wrote, whether its prompt survived"
 
 
 def test_exercise_3_a_damaged_file(exercises_run):

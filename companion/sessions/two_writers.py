@@ -206,10 +206,11 @@ def race_writers(
     """For each session id in `locks`, one after the other: :func:`run_writers` on that session (holding the turn lock
     when its value is True). Each session should already hold the turn the writers restore.
 
-    A row per writer: whether it held the lock, the messages it restored, the message files it wrote and its exit
-    code (within a session, the writers sorted by what they restored, so the order does not depend on which process
-    got the lock first). A total per session: the message files on disk afterwards, and the messages lost: the files
-    there before, plus every message a writer wrote, minus the files on disk.
+    A row per writer: its session, the messages it restored, the message files it wrote, whether its prompt is in the
+    session's files afterwards, and its exit code (within a session, the rows sorted by those values, not by writer,
+    so the table does not depend on which process won the race or got the lock first). A total per session: the message files on disk
+    afterwards, and the messages lost: the files there before, plus every message a writer wrote, minus the files on
+    disk.
     """
     from companion.sessions.session_files import message_files
 
@@ -219,15 +220,18 @@ def race_writers(
         before = len(message_files(storage_dir, session_id))
         runs[session_id] = run_writers(prompts, backend=backend, session_id=session_id, storage_dir=storage_dir,
                                        lock=lock, timeout=timeout)
-        reports = [(writer_report(run.stdout), run.returncode) for run in runs[session_id].values()]
-        if any(report is None for report, _ in reports):
+        reports = [(writer_report(run.stdout), run.returncode, name) for name, run in runs[session_id].items()]
+        if any(report is None for report, _, _ in reports):
             raise PhaseFailed(f"a writer on {session_id!r} did not report what it restored and wrote")
-        for (restored, written), code in sorted(reports):
-            rows.append({"lock": "yes" if lock else "no", "restored": restored,
-                         "wrote files": ", ".join(f"message_{i}.json" for i in written), "exit code": code})
+        said = user_texts_on_disk(message_files(storage_dir, session_id))
+        found = sorted((restored, written, prompts[name] in said, code) for (restored, written), code, name in reports)
+        for restored, written, kept, code in found:  # sorted by what each saw and left: the same on every run
+            rows.append({"session": session_id, "restored": restored,
+                         "wrote files": ", ".join(f"message_{i}.json" for i in written),
+                         "its prompt on disk": kept, "exit code": code})
         on_disk = len(message_files(storage_dir, session_id))
         totals.append({"session": session_id, "message files": on_disk,
-                       "messages lost": before + sum(len(written) for (_, written), _ in reports) - on_disk})
+                       "messages lost": before + sum(len(written) for (_, written), _, _ in reports) - on_disk})
     return WriterRace(runs, rows, totals)
 
 

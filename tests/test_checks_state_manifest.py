@@ -30,6 +30,14 @@ def pin_twice(record):
     call["messages"] = call["messages"][:2] + call["messages"]
 
 
+def restore_a_turn_early(record):
+    """A restore that skipped one turn fewer than the window removed: the restored call starts two files earlier."""
+    session = record["restarts"]["hook-restart"]
+    call = session["calls"][-1]
+    start = next(k for k in range(len(session["files"])) if session["files"][k:k + len(call["messages"])] == call["messages"])
+    call["messages"] = session["files"][start - 2:start] + call["messages"]
+
+
 def prompt_without_base(record):
     """A hook that sets the manifest alone and drops the stored base prompt."""
     for call in calls(record, "hook"):
@@ -72,6 +80,7 @@ BREAKAGES = {
     # a session manager that does not restore state
     "a restore reads agent.state back from agent.json, in both sessions":
         lambda r: r["restarts"]["hook-restart"]["state_restored"].clear(),
+    "a restore skips as many stored messages as the window had removed, in both sessions": restore_a_turn_early,
     # a session manager that saved the pin: the restored call receives turn 1 again
     "after a restart, the pinned agent loses turn 1 and its model call receives the codename nowhere":
         lambda r: restarted(r, "pin-restart")["messages"].insert(0, PLANT),

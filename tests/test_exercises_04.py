@@ -40,7 +40,7 @@ def test_exercise_1_a_fact_no_message_said(exercises_run):
 def test_exercise_2_everything_in_the_state_rides_on_every_call(exercises_run):
     text = printed(exercises_run)
     lean, bulky = map(int, re.search(r"input tokens: (\d+) with the codename alone, (\d+) with the note", text).groups())
-    assert 495 <= bulky - lean <= 510, (lean, bulky)
+    assert bulky - lean == 503, (lean, bulky)  # exercise 2: "You should see (+503)"
     assert "replies: Your codename is ORION. / Your codename is ORION." in text
 
 

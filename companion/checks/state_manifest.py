@@ -30,9 +30,9 @@ CLAIMS = {
           "answers",
     "S3": "rebuilt from a stored base, every model call carries exactly one manifest; appending adds one an invocation",
     "S4": "the manifest costs the same tokens on every model call; pin_first=2 costs nothing until turn 1 would leave "
-          "the window",
-    "S5": "a restore starts after the messages the window removed, so the pinned turn 1 is gone; the state comes back "
-          "and the hook rebuilds the manifest",
+          "the window, then turn 1's two messages on every model call",
+    "S5": "a restore skips as many stored messages as the window had removed, so the pinned turn 1 does not come back; "
+          "the state does and the hook rebuilds the manifest",
 }
 
 MANIFEST = "<manifest>"
@@ -214,6 +214,12 @@ def claims(record: dict[str, Any]) -> Ledger:
                  evidence=f"codename (in agent.json, restored): {restored}",
                  holds=set(restored.values()) == {(codename, codename)})
     pin_start = _run_of_files(pin["files"], pin_call["messages"])
+    hook_start = _run_of_files(hook["files"], hook_call["messages"])
+    skipped = {"pin-restart": (pin_start, pin["removed_before"]), "hook-restart": (hook_start, hook["removed_before"])}
+    ledger.check("S5", "a restore skips as many stored messages as the window had removed, in both sessions",
+                 evidence="stored messages the restored model call skipped, and those the window removed before the "
+                          "restart: " + "; ".join(f"{name} {start} and {removed}" for name, (start, removed) in skipped.items()),
+                 holds=all(start == removed for start, removed in skipped.values()))
     pin_claim = "after a restart, the pinned agent loses turn 1 and its model call receives the codename nowhere"
     if pin["removed_before"] > 0:
         ledger.check("S5", pin_claim,
@@ -224,7 +230,6 @@ def claims(record: dict[str, Any]) -> Ledger:
                      and codename not in pin_call["reply"])
     else:
         ledger.skip("S5", pin_claim, reason="the pinned window removed nothing before the restart")
-    hook_start = _run_of_files(hook["files"], hook_call["messages"])
     in_messages = codename in json.dumps(hook_call["messages"])
     in_manifest = codename in _manifest(hook_call["system_prompt"])
     ledger.check("C1 S5", "after a restart, the hook rebuilds the manifest from the restored state, and it answers",

@@ -569,11 +569,11 @@ def injected_for(model: MeteredModel, question: str) -> list[str]:
 
 
 def named_messages(storage_dir: str | Path, origin: dict[str, Any]) -> dict[int, str]:
-    """The texts of the messages a lineage names, read from its session's `message_<index>.json` files."""
-    from companion.sessions.session_files import agent_dir, read_json
-
-    folder = agent_dir(storage_dir, origin["session_id"]) / "messages"
-    return {i: message_text(read_json(folder / f"message_{i}.json")["message"]) for i in origin["messages"]}
+    """The texts of the messages a lineage names, read from its session's `message_<index>.json` files (the layout
+    `FileSessionManager` writes; read here with `json`, as the memory layer does not import the sessions layer)."""
+    folder = Path(storage_dir) / f"session_{origin['session_id']}" / "agents" / "agent_default" / "messages"
+    return {i: message_text(json.loads((folder / f"message_{i}.json").read_text(encoding="utf-8"))["message"])
+            for i in origin["messages"]}
 
 
 def extraction_reply(model: MeteredModel, line: str) -> str:

@@ -25,6 +25,7 @@ from strands.memory import MemoryEntry
 
 from companion.memory.lineage import LINEAGE_KEY, LineageRecord, announced_tool_lineage
 from companion.models.embeddings import Embedder
+from companion.support.memory_loader import UserMemories
 
 logger = logging.getLogger(__name__)
 SCHEMA_VERSION = "1"
@@ -518,3 +519,16 @@ class SqliteVecMemoryStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_parameters(memories: UserMemories, *, embedder: str, query: str, top_k: int, min_score: float) -> None:
+    """Notebook 06's parameters: a bad one raises `ParameterError`, which says what it must be, before anything is
+    written."""
+    from companion.models.embeddings import EMBEDDERS
+    from companion.support import parameters as check
+
+    check.choice("embedder", embedder, EMBEDDERS)
+    check.text("query", query, why="the question every search here asks")
+    total = len(memories.memories)
+    check.integer("top_k", top_k, minimum=1, maximum=total, why=f"the stores hold {total} memories")
+    check.fraction("min_score", min_score, low=-1.0, high=1.0, include_low=True, why="a cosine similarity")

@@ -51,16 +51,3 @@ def load_user_memories(path: str | Path = USER_MEMORIES) -> UserMemories:
     if expected not in memories:
         raise ValueError(f'{path}: "expected" must be one of the "memories"; got {expected!r}')
     return UserMemories(tuple(memories), query, expected, path)
-
-
-def check_parameters(memories: UserMemories, *, embedder: str, query: str, top_k: int, min_score: float) -> None:
-    """Notebook 06's parameters: a bad one raises `ParameterError`, which says what it must be, before anything is
-    written."""
-    from companion.models.embeddings import EMBEDDERS
-    from companion.support import parameters as check
-
-    check.choice("embedder", embedder, EMBEDDERS)
-    check.text("query", query, why="the question every search here asks")
-    total = len(memories.memories)
-    check.integer("top_k", top_k, minimum=1, maximum=total, why=f"the stores hold {total} memories")
-    check.fraction("min_score", min_score, low=-1.0, high=1.0, include_low=True, why="a cosine similarity")

@@ -137,6 +137,22 @@ def test_request_log_times_and_counts_calls(local):
     assert [ok for _, op, _, ok in log.calls if op == "GetObject"] == [False]
 
 
+def test_the_audit_records_every_put_with_its_key_condition_and_status_apart_from_the_log(local):
+    from companion.sessions.local_aws import Audit
+
+    session = boto_session(local)
+    audit = Audit(session)
+    s3 = make_client("s3", local, session)
+    s3.create_bucket(Bucket="audited")
+    s3.put_object(Bucket="audited", Key="a/b c.json", Body=b"x")
+    s3.put_object(Bucket="audited", Key="lock", Body=b"x", IfNoneMatch="*")
+    with pytest.raises(ClientError):
+        s3.put_object(Bucket="audited", Key="lock", Body=b"y", IfNoneMatch="*")
+    assert audit.puts == [("audited", "a/b c.json", False, 200), ("audited", "lock", True, 200),
+                          ("audited", "lock", True, 412)]
+    assert set(audit.hosts) == {"127.0.0.1"}
+
+
 def test_throttling_is_retried_a_bounded_number_of_times_and_403_is_not(local):
     s3 = make_client("s3", local)
     s3.create_bucket(Bucket="throttled")

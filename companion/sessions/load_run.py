@@ -145,6 +145,13 @@ def s3_cost_rows(counts: dict[str, int], users: int, stored_bytes: int, scale_us
     return rows
 
 
+def request_cost_rows(counts: dict[str, int], users: int, scale_users: int = 1000) -> list[dict[str, Any]]:
+    """The run's S3 requests per operation, scaled to `scale_users` users doing the same day, priced at PRICES
+    (storage aside: :func:`s3_cost_rows` adds it)."""
+    rows = s3_cost_rows(counts, users, 0, scale_users)
+    return [row for row in rows if not row["item"].startswith("S3 storage")]
+
+
 def dynamodb_units(item_bytes: int) -> int:
     """Write request units for one item of that size (1 KB each, rounded up)."""
     return max(1, math.ceil(item_bytes / 1024))

@@ -471,3 +471,66 @@ def short_error(error: BaseException, url: str | None = None) -> str:
     if url:
         text = text.replace(url, "<endpoint>")
     return f"{type(error).__name__}: {text}"
+
+
+# --- evidence for notebook 12's checks, kept apart from RequestLog -----------------------------------------------
+
+
+class Audit:
+    """What a boto3 session's clients did, recorded for the checks apart from :class:`RequestLog` (which the lesson's
+    tables read): every S3 `PutObject` as (bucket, key, conditional, HTTP status of the last attempt), and the address
+    of every socket this process connects (:func:`record_connections`).
+
+    Attach it before the session's clients are created: they copy the session's handlers. `puts` fills as the calls
+    return, from any thread."""
+
+    def __init__(self, session: Any) -> None:
+        self.puts: list[tuple[str, str, bool, int | None]] = []
+        self.hosts = record_connections()
+        self._lock = threading.Lock()
+        session.events.register("before-parameter-build.s3.PutObject", self._asked)
+        session.events.register("after-call.s3.PutObject", self._answered)
+        session.events.register("after-call-error.s3.PutObject", self._failed)
+
+    @staticmethod
+    def _asked(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["_audit_put"] = (params.get("Bucket", ""), params.get("Key", ""), "IfNoneMatch" in params)
+
+    def _note(self, context: dict[str, Any], status: int | None) -> None:
+        bucket, key, conditional = context.get("_audit_put", ("", "", False))
+        with self._lock:
+            self.puts.append((bucket, key, conditional, status))
+
+    def _answered(self, context: dict[str, Any], http_response: Any = None, **_: Any) -> None:
+        self._note(context, http_response.status_code if http_response is not None else None)
+
+    def _failed(self, context: dict[str, Any], **_: Any) -> None:
+        self._note(context, None)
+
+
+DEFAULT_BUCKET = "workbook-12-sessions"  # notebook 12's default: fine locally, taken on AWS (bucket names are global)
+
+
+def check_storage(endpoint: str, bucket: str, memory_table: str, *, default_bucket: str = DEFAULT_BUCKET) -> str:
+    """Notebook 12's storage parameters, checked before anything is written: the endpoint is "local" or "aws", the
+    bucket and table names follow AWS's rules, and with "aws" the bucket is not the notebook's default name (bucket
+    names are global). Returns the endpoint."""
+    from companion.support import parameters as check
+
+    check.choice("endpoint", endpoint, ENDPOINTS)
+    check.s3_bucket_name("bucket", bucket)
+    check.dynamodb_table_name("memory_table", memory_table)
+    if len(bucket) > 55:
+        raise check.ParameterError(f"bucket must be at most 55 characters (the failure demo adds '-missing'); got "
+                                   f"{bucket!r}. Change it in the parameters cell (or papermill -p).")
+    if endpoint == "aws" and bucket == default_bucket:
+        raise check.ParameterError(f"bucket must be a name of your own with endpoint='aws' (bucket names are global); "
+                                   f"got {bucket!r}. Change it in the parameters cell (or papermill -p).")
+    return endpoint
+
+
+def closed_port_url() -> str:
+    """The URL of a port on 127.0.0.1 that nobody listens on: bound, then closed."""
+    with socket.socket() as probe:
+        probe.bind((LOCAL_HOST, 0))
+        return f"http://{LOCAL_HOST}:{probe.getsockname()[1]}"

@@ -1,7 +1,9 @@
 """Sessions in S3 with the SDK's `S3SessionManager`: one process's phase, the objects of a session, a lock that S3
 itself provides (a conditional write), and a turn that is either stored whole or not at all.
 
-Notebook 12 prints :func:`phase`, :func:`s3_turn_lock` and :func:`guarded_turn`, because those lines are the lesson.
+Notebook 12 builds its `S3SessionManager`s itself, because those lines are the lesson; it runs :func:`phase` in a new
+process with :func:`run_phase`, the writers with :func:`run_writers` (:func:`s3_turn_lock` around each turn, or none),
+and shows its tables with :func:`layout_rows` and :func:`race_row`.
 """
 
 from __future__ import annotations
@@ -228,6 +230,59 @@ def guarded_turn(agent: Any, prompt: str, s3: Any, bucket: str, session_id: str,
             s3.delete_object(Bucket=bucket, Key=base + key)
         del agent.messages[kept:]  # the agent in memory forgets the failed turn too
         return TurnOutcome(False, short_error(error), seconds, len(written))
+
+
+# --- notebook 12's tables ---------------------------------------------------------------------------------------
+
+TIMING_FIELDS = ("timeToFirstByteMs",)  # the SDK writes it into a reply only when it measured 1 ms or more
+
+
+def differing(a: Any, b: Any, path: str = "") -> list[str]:
+    """The names of the fields whose values differ between two JSON documents (the innermost key of each)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [p for k in sorted(set(a) | set(b)) for p in differing(a.get(k), b.get(k), k)]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for x, y in zip(a, b) for p in differing(x, y, path)]
+    return [] if a == b else [path]
+
+
+def layout_rows(s3: Any, bucket: str, session_id: str, files_dir: Any) -> list[dict[str, Any]]:
+    """One row per key of a session in S3 or file of the same session on disk: where it is, and which fields differ
+    (by name, the timing field aside)."""
+    import json
+    from pathlib import Path
+
+    from companion.support.workspace import check_session_id
+
+    prefix = f"session_{check_session_id(session_id)}/"
+    folder = Path(files_dir) / prefix
+    in_s3 = objects_with_sizes(s3, bucket, prefix)
+    on_disk = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    rows = []
+    for key in sorted(set(in_s3) | on_disk):
+        row: dict[str, Any] = {"key": key, "in S3": key in in_s3, "on disk": key in on_disk}
+        if key in in_s3 and key in on_disk:
+            a = json.loads(s3.get_object(Bucket=bucket, Key=prefix + key)["Body"].read())
+            b = json.loads((folder / key).read_text(encoding="utf-8"))
+            fields = sorted({p for p in differing(a, b) if p not in TIMING_FIELDS})
+            row["fields that differ"] = ", ".join(fields) or "none"
+        rows.append(row)
+    return rows
+
+
+def race_row(s3: Any, bucket: str, session_id: str, results: dict[str, WriterResult],
+             prompts: dict[str, str]) -> dict[str, Any]:
+    """One row for a session that writers shared: what each writer restored (as it reported), the messages written
+    (the seeded ones and each writer's), the messages and writer prompts in S3 now (read from the bucket), and the
+    turns lost."""
+    stored = read_session_messages(s3, bucket, session_id)
+    said = [texts(m) for m in stored if m["role"] == "user"]
+    seeded = min(result.restored for result in results.values())
+    written = seeded + sum(result.now - result.restored for result in results.values())
+    return {"session": session_id, "each writer restored": sorted(r.restored for r in results.values()),
+            "messages written": written, "messages in S3": len(stored),
+            "writer prompts in S3": f"{sum(p in said for p in prompts.values())} of {len(prompts)}",
+            "turns lost": (written - len(stored)) // 2}
 
 
 def ensure_bucket(s3: Any, bucket: str, *, must_be_empty: bool) -> None:

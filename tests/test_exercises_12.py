@@ -1,77 +1,69 @@
-"""Notebook 12's exercises, replayed: the parameter changes of exercises 1 to 3 in one papermill run (their checks
-hold together), the code of exercise 4 executed after it (its LockTimeout timed); a second endpoint refused while the
-notebook's runs; and a bad parameter (or an S3 bucket or DynamoDB table name AWS would refuse) stops the notebook
-before anything is created."""
+"""Notebook 12's exercises, replayed: one run with the parameters of exercises 1 and 2 (80 users x 3 turns, three
+writers) and the solutions of exercises 3 and 4 appended after "Check yourself" (they write to keys of their own,
+`session_front-desk/` and `stuck/`, which no check reads); and a bad parameter (or an S3 bucket or DynamoDB table
+name AWS would refuse), which stops the notebook before anything is created."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, run_once, solution_code
 
 NAME = "12_sessions_at_scale.ipynb"
 
 
-def run(tmp_path: Path, parameters: dict, extra_cells: list[str] = ()) -> nbformat.NotebookNode:
-    return notebook_runs.run(NAME, tmp_path, parameters, extra_cells)
+@pytest.fixture(scope="module")
+def exercises_run(tmp_path_factory):
+    solutions = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
+    assert len(solutions) == 2, "the solutions of exercises 3 and 4"
+    notebook, _ = run_once(tmp_path_factory, NAME, {"users": 80, "turns": 3, "writers": 3}, solutions)
+    return notebook
 
 
-def printed(notebook: nbformat.NotebookNode) -> str:
-    return notebook_runs.printed(notebook, plain=True)
+def shown(notebook: nbformat.NotebookNode) -> str:
+    """What the run printed, tables' text forms included, with runs of spaces made one."""
+    return re.sub(r" +", " ", notebook_runs.printed(notebook, plain=True))
 
 
-def test_exercises_1_to_4(tmp_path, workspace_root):
-    (lock_code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
-    result = run(tmp_path, {"workspace": "ex_11a", "users": 80, "turns": 3, "writers": 3, "workers": 1}, [
-        "assert (back.sessions, back.messages, back.foreign_tags) == (80, 480, 0)",
-        "assert [row['turns lost'] for row in lost_rows] == [2, 0] and lost_rows[0]['writer prompts in S3'] == 1",
-        "assert lost_rows[0]['messages in S3'] == 2 + 2  # the seeded turn, and two of the six new messages",
-        lock_code,
-    ])
-    text = printed(result)
-    assert checks_held(result)
-    assert "PutObject: 720 = 2 per turn x 240 turns + 240" in text
-    assert "in the order they got the lock: [2, 4, 6]" in text
-    timed = re.search(r"LockTimeout after (\d+\.\d) s: writer-b: the lock locks/stuck.lock was still held after 1 s", text)
+def test_the_checks_hold_after_exercises_1_and_2(exercises_run):
+    assert checks_held(exercises_run), ledger_text(exercises_run)
+
+
+def test_exercise_1_more_users_fewer_turns(exercises_run):
+    text = shown(exercises_run)
+    assert "PutObject: 720 = 2 per turn x 240 turns + 240 (3 per new session)" in text
+    assert re.search(r"^1 80 480 0 0(?!\d)", text, re.MULTILINE), "80 sessions, 480 messages, no other user's ticket"
+
+
+def test_exercise_2_three_writers(exercises_run):
+    text = shown(exercises_run)
+    assert "no-lock [2, 2, 2] 8 4 1 of 3 2" in text, "1 of 3 prompts without the lock: 4 messages of 8"
+    assert "with-lock [2, 4, 6] 8 8 3 of 3 0" in text, "with the lock the writers restore 2, 4 and 6"
+
+
+def test_exercise_3_one_session_id_for_two_users(exercises_run):
+    assert "Your ticket for today is U900T00." in notebook_runs.printed(exercises_run)
+
+
+def test_exercise_4_a_lock_never_released(exercises_run):
+    text = notebook_runs.printed(exercises_run)
+    timed = re.search(r"LockTimeout after (\d+\.\d) s: writer-2: the lock stuck/session.lock was still held after 1 s",
+                      text)
     assert timed, text[-2000:]
     assert 1.0 <= float(timed.group(1)) < 2.5, "about a second: the 1 s wait, not the default 30 s"
-
-
-def test_exercise_4_is_refused_while_the_notebooks_endpoint_runs(tmp_path, workspace_root):
-    """Pasted before Check yourself (the notebook's endpoint still running), the solution stops with a clear message
-    instead of starting a second endpoint, which would empty the notebook's bucket."""
-    (lock_code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
-    notebook = nbformat.read(NOTEBOOKS / NAME, as_version=4)
-    check = next(i for i, c in enumerate(notebook.cells) if c.cell_type == "markdown" and c.source.startswith("## Check yourself"))
-    notebook.cells = notebook.cells[:check]
-    notebook.cells += [nbformat.v4.new_code_cell(source) for source in (
-        "from companion.sessions.local_aws import EndpointError\n"
-        "try:\n" + "".join("    " + line + "\n" for line in lock_code.splitlines()) +
-        "except EndpointError as error:\n    print('refused:', error)",
-        "print('objects still in the bucket:', len(objects_with_sizes(s3, bucket)))",
-    )]
-    source = tmp_path / ("cut_" + NAME)
-    nbformat.write(notebook, source)
-    papermill.execute_notebook(str(source), str(tmp_path / NAME), parameters={"backend": "offline", "workspace": "ex_11c",
-                               "users": 3, "turns": 2}, kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False,
-                               execution_timeout=300)
-    text = printed(nbformat.read(tmp_path / NAME, as_version=4))
-    assert "refused: a local endpoint is already running in this process at http://127.0.0.1:" in text
-    kept = int(re.search(r"objects still in the bucket: (\d+)", text).group(1))
-    assert kept >= 2 * 3 * 2, "the notebook's sessions are still there"
 
 
 @pytest.mark.parametrize(("parameters", "message"), [
     ({"endpoint": "aws"}, "bucket must be a name of your own"),
     ({"bucket": "Bad_Bucket/../x"}, "bucket must be an S3 bucket name"),
     ({"memory_table": "t!"}, "memory_table must be a DynamoDB table name"),
+    ({"writers": 5}, "writers must be"),
 ])
 def test_a_bad_parameter_stops_before_anything_is_created(tmp_path, workspace_root, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError, match=re.escape(message)):
-        run(tmp_path, {"workspace": "ex_11b", **parameters})
-    assert not (workspace_root / "ex_11b").exists()
+        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_12b", **parameters})
+    assert not (workspace_root / "ex_12b").exists()

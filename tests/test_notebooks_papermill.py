@@ -75,8 +75,8 @@ REPLAYS = [
     ),
     (
         "12_sessions_at_scale.ipynb",
-        {"workspace": "pm_11", "users": 7, "turns": 4, "workers": 3, "writers": 4, "bucket": "pm-11-sessions"},
-        "in the order they got the lock: [2, 4, 6, 8]",
+        {"workspace": "pm_12_sessions", "users": 7, "turns": 4, "workers": 3, "writers": 4, "bucket": "pm-12-sessions"},
+        "10 messages for 5 turns",
     ),
     (
         "13_learning_from_experience.ipynb",

@@ -15,7 +15,8 @@ KEY = "session_restart-demo/agents/agent_default/messages/message_1.json"
 
 def tamper(change: str) -> str:
     """A cell, run just before Check yourself, that rewrites the first reply's object in S3."""
-    return (f"_key = {KEY!r}\n"
+    return ("import json\n"
+            f"_key = {KEY!r}\n"
             "_data = json.loads(s3.get_object(Bucket=bucket, Key=_key)['Body'].read())\n"
             f"{change}\n"
             "s3.put_object(Bucket=bucket, Key=_key, Body=json.dumps(_data, indent=2).encode())")

@@ -1,0 +1,114 @@
+"""Notebook 12's checks (companion/checks/sessions_at_scale.py), each shown failing on a broken copy of the recorded
+run."""
+
+from __future__ import annotations
+
+from checks_harness import check_suite
+
+from companion.checks import sessions_at_scale
+
+MESSAGE = "agents/agent_default/messages/message_{}.json"
+
+
+def restart(record, side="s3"):
+    return record["restart"][side]
+
+
+def reply_metadata(record):
+    return restart(record)[MESSAGE.format(1)]["message"]["metadata"]
+
+
+def stdout(record, old, new):
+    process = record["restart"]["process"]
+    process["stdout"] = process["stdout"].replace(old, new)
+
+
+def writers(record, session_id):
+    return record["writers"]["sessions"][session_id]
+
+
+def calls(record, name):
+    return record["memory"]["calls"][name]
+
+
+BREAKAGES = {
+    # the second process restored nothing: it answered from an empty session
+    "a separate process restored this kernel's turn from S3 and answered from it":
+        lambda r: stdout(r, "messages restored: 2", "messages restored: 0"),
+    # a process that reached a real AWS address
+    "the process connected to 127.0.0.1 only: the local endpoint":
+        lambda r: stdout(r, "hosts connected: ['127.0.0.1']", "hosts connected: ['127.0.0.1', '52.216.8.27']"),
+    "every socket this kernel connected went to 127.0.0.1":
+        lambda r: r["hosts"].append("52.216.8.27"),
+    # a message object that never reached the bucket
+    "the same keys in S3 as the file session's files, for the same two turns":
+        lambda r: restart(r).pop(MESSAGE.format(3)),
+    # a store that writes folder marker objects
+    "S3 has no folders: the file session's folders have no object":
+        lambda r: restart(r).update({"multi_agents/": {}}),
+    "session.json, agent.json and the prompts: the same JSON but for write times and message ids":
+        lambda r: restart(r)["session.json"].update(session_type="MULTI_AGENT"),
+    # a reply stored with another usage count
+    "the replies too, timing aside: words, usage, latency":
+        lambda r: reply_metadata(r)["usage"].update(outputTokens=15),
+    # a prompt that landed in another user's session
+    "every session holds its owner's prompts, each at its own turn, and no other user's ticket":
+        lambda r: r["sessions"]["user-003"][0].__setitem__(2, "My ticket for today is U004T00."),
+    # a reply that answered another prompt
+    "every reply names its own prompt's ticket: no reply crossed sessions":
+        lambda r: r["sessions"]["user-001"][1].__setitem__(2, "Noted."),
+    # a retried write that landed twice
+    "each message object was written by one PutObject: two per turn":
+        lambda r: r["puts"].update(per_message_object={"1": 999, "2": 1}),
+    # a session manager that rewrote agent.json on every turn
+    "each new session adds three PutObjects: session.json once, agent.json twice":
+        lambda r: r["puts"]["session_files"].update({"agents/agent_default/agent.json": 500}),
+    "the lesson's PutObject count is the wire's":
+        lambda r: r["counts"].update(PutObject=r["counts"]["PutObject"] - 1),
+    # a store that appended (no overwrite): nothing lost without the lock
+    "without a lock, every writer wrote its turn as messages 2 and 3; S3 kept one turn of them":
+        lambda r: r["writers"]["sessions"].update({"no-lock": writers(r, "with-lock")}),
+    "no writer saw an error: every PutObject on the session answered 200":
+        lambda r: writers(r, "no-lock")["puts"]["message_3.json"].__setitem__(1, 503),
+    # an endpoint that ignores If-None-Match
+    "a conditional write of a held lock is refused with 412":
+        lambda r: r["writers"].update(lock_writes=[[k, 200] for k, _ in r["writers"]["lock_writes"]]),
+    # a writer that went without the lock
+    "each writer took the session's lock once, with a conditional write":
+        lambda r: r["writers"]["lock_writes"].pop(),
+    "with the lock no turn is lost: every prompt in S3, each followed by its reply":
+        lambda r: writers(r, "with-lock").update(messages=writers(r, "with-lock")["messages"][:-2]),
+    "every lock was released":
+        lambda r: r["writers"].update(locks_left=["locks/session_with-lock.lock"]),
+    # a store without partitions: Ada's search found Pin's memory
+    "Pin's Tuesday call received Monday's memory from DynamoDB; Ada's received none":
+        lambda r: calls(r, "ada-tuesday").__setitem__(0, calls(r, "pin-tuesday")[0]),
+    "one item, in Pin's partition":
+        lambda r: r["memory"]["items"].append(dict(r["memory"]["items"][0], pk="ada")),
+    # a lineage that names the wrong messages
+    "the item names the session and the messages it was extracted from, as S3 holds them":
+        lambda r: r["memory"]["items"][0]["lineage"].update(messages=[2, 3]),
+    # a client that retried a missing bucket
+    "a missing bucket: S3's NoSuchBucket after 1 attempt (not retried)":
+        lambda r: r["failures"]["missing_bucket"].update(attempts=3),
+    # a client without the retry limit
+    "a closed port: a connection error after 3 attempts":
+        lambda r: r["failures"]["closed_port"].update(attempts=5),
+    # a session manager that created the session before it failed
+    "the failed builds wrote nothing":
+        lambda r: r["failures"].update(objects_of_the_failed_session=["session_failure-demo/session.json"]),
+    # an endpoint that checks keys: the sentence about IAM would be false
+    "the local endpoint accepted a made-up key: IAM is not emulated":
+        lambda r: r.update(made_up_key={"listed": None, "error": "ClientError"}),
+}
+
+VARIANTS = {
+    # the SDK writes timeToFirstByteMs into a reply only when it measured 1 ms or more: one side may have it
+    "a reply that gained timeToFirstByteMs": lambda r: reply_metadata(r)["metrics"].update(timeToFirstByteMs=7),
+    # with endpoint="aws" the loopback and IAM checks are not decided
+    "endpoint aws": lambda r: r.update(local=False, made_up_key=None),
+    # on a real model, the replies are not compared
+    "a live model": lambda r: r.update(live_model=True),
+}
+
+globals().update(check_suite(sessions_at_scale, "12_sessions_at_scale", BREAKAGES, VARIANTS))

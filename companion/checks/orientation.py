@@ -21,15 +21,13 @@ from strands.models.bedrock import BedrockModel as StrandsBedrockModel
 
 from companion.checks import save_record, texts
 from companion.models import aws, backends
-from companion.models.facts import RULES
 from companion.models.offline_model import OfflineModel
-from companion.models.voices import VOICES
 from companion.support.ledger import Ledger
 from companion.support.workspace import MARKER
 
 CLAIMS = {
     "C1": "a second agent on the same model cannot answer what the first was told",
-    "S1": "an agent's memory is its message list, sent whole with every call; a new agent starts with none",
+    "S1": "an agent's memory is its message list, sent whole with every call; a copy carries it",
     "S2": "the offline model knows only what is stated in the call, and never guesses",
     "S3": "the paraphrase voice gives the plain voice's answers in other words",
     "S4": "backend='bedrock' switches to Strands' BedrockModel on Nova Pro; it needs AWS credentials",
@@ -86,30 +84,18 @@ def _switch() -> dict[str, str]:
     return {"parameter": by_parameter, "variable": by_variable, "neither": unset}
 
 
-def _read_back() -> list[dict[str, Any]]:
-    """Every statement form of the offline model's rules, asked back from fresh models with and without it."""
-    asked = []
-    for rule in (r for r in RULES if r["kind"] == "statement"):
-        system = rule["example"] if rule["where"] == "system prompt" else None
-        told = [] if system else [_user(rule["example"])]
-        for key, value in rule["stores"].items():
-            question = [_user(f"What is my {key}?")]
-            asked.append({"form": rule["form"], "value": value,
-                          "told": OfflineModel().respond(told + question, system)["text"],
-                          "not told": OfflineModel().respond(question)["text"]})
-    return asked
-
-
 def _files(workspace_dir: Path, started: float) -> dict[str, Any]:
     paths = [workspace_dir, *workspace_dir.rglob("*")]
     return {"names": sorted(p.name for p in workspace_dir.iterdir()),
             "ages": [round(p.stat().st_mtime - started, 3) for p in paths]}
 
 
-def record(first: Agent, second: Agent, voices: dict[str, Agent], *, backend: str | None, user_name: str,
-           favorite_number: int, workspace_dir: Path, started: float | None = None) -> dict[str, Any]:
+def record(first: Agent, second: Agent, heir: Agent, voices: dict[str, Agent], *, backend: str | None,
+           user_name: str, favorite_number: int, workspace_dir: Path,
+           started: float | None = None) -> dict[str, Any]:
     """The evidence of notebook 00's run. `first` was told the facts and asked them back; `second` was asked on the
-    same model (a `MeteredModel`, which kept each call); `voices` maps "plain" and "paraphrase" to the agents of the
+    same model (a `MeteredModel`, which kept each call); `heir` was built with a copy of `first`'s messages and asked
+    again; `voices` maps "plain" and "paraphrase" to the agents of the
     three-turn voice run.
 
     Only the first three calls of `first.model` and the first messages of each agent are read, so running this again
@@ -120,7 +106,6 @@ def record(first: Agent, second: Agent, voices: dict[str, Agent], *, backend: st
     calls = [{"messages": texts(e["messages"]), "system_prompt": e["system_prompt"], "reply": e["reply"]}
              for e in first.model.exchanges[:3]]
     fresh = [OfflineModel().respond(e["messages"], e["system_prompt"])["text"] for e in first.model.exchanges[:3]]
-    paraphrase = VOICES["paraphrase"]
     offline_rules = (backends.resolve_backend(backend) == "offline"
                      or backends.resolve_bedrock_endpoint() == "local")
     evidence = {
@@ -132,15 +117,23 @@ def record(first: Agent, second: Agent, voices: dict[str, Agent], *, backend: st
         "first_kept": texts(first.messages[:4]),
         "second_kept": texts(second.messages[:2]),
         "fresh_replies": fresh,
-        "read_back": _read_back(),
+        "heir": _heir_call(first, heir),
         "voices": {voice: [text for role, text in texts(agent.messages[:6]) if role == "assistant"]
                    for voice, agent in voices.items()},
-        "paraphrase_refusals": [*paraphrase.missing, *paraphrase.nothing, paraphrase.no_message],
         "bedrock": {**_bedrock_call(), "without_credentials": bedrock_without_credentials()},
         "switch": _switch(),
         "workspace": _files(workspace_dir, started),
     }
     return save_record(evidence, workspace_dir)
+
+
+def _heir_call(first: Agent, heir: Agent) -> dict[str, Any]:
+    """What the heir's first call received and replied, found at the model by the messages the heir holds."""
+    held = texts(heir.messages[:5])
+    for exchange in first.model.exchanges:
+        if texts(exchange["messages"]) == held:
+            return {"messages": held, "reply": exchange["reply"], "inherited": texts(first.messages[:4])}
+    return {"messages": [], "reply": "", "inherited": texts(first.messages[:4])}
 
 
 def _said(messages: list[list[str]]) -> str:
@@ -184,8 +177,14 @@ def claims(record: dict[str, Any]) -> Ledger:
     ledger.check("C1 S1", "the second agent's call received neither fact",
                  evidence=f"{len(stranger['messages'])} message: {_said(stranger['messages'])!r}",
                  holds=not names_a_fact(_said(stranger["messages"])))
-    ledger.check("C1", "so the model could not answer with them", evidence=f"the model streamed {stranger['reply']!r}",
-                 holds=not names_a_fact(stranger["reply"]))
+    ledger.check("C1 S2", "so the model could not answer with them",
+                 evidence=f"the model streamed {stranger['reply']!r}", holds=not names_a_fact(stranger["reply"]))
+    heir = record["heir"]
+    ledger.check("C1 S1", "a third agent handed the first agent's list received the facts and answered with them",
+                 evidence=f"its call received {_count(heir['messages'])}, the first agent's "
+                          f"{len(heir['inherited'])} first; it answered {heir['reply']!r}",
+                 holds=heir["messages"][:4] == heir["inherited"] and len(heir["inherited"]) == 4
+                 and _gives(heir["reply"], name) and _gives(heir["reply"], number))
 
     so_far = plant["messages"] + [["assistant", plant["reply"]]]
     ledger.check("S1", "the recall call received the whole conversation so far, then the question",
@@ -204,45 +203,24 @@ def claims(record: dict[str, Any]) -> Ledger:
                  holds=len(stranger["messages"]) == 1
                  and record["second_kept"] == stranger["messages"] + [["assistant", stranger["reply"]]])
 
-    reason = "a real model decides what to say; the C1 checks above read the values"
     if record["offline_rules"]:
-        words = re.findall(r"[A-Za-z][\w'’]*", stranger["reply"])
-        capitals = [w for w in words[1:] if w[0].isupper() and w != "I"]  # a guessed name would be one
-        digits = re.findall(r"\d", stranger["reply"])  # a guessed number would hold one
-        ledger.check("S2", "the offline model does not guess: the second agent's reply holds no digit and no name",
-                     evidence=f"{len(words)} words; capitalised after the first: {capitals}; digits: {digits}",
-                     holds=len(words) > 0 and capitals == [] and digits == [])
         same = [f == c["reply"] for f, c in zip(record["fresh_replies"], record["calls"])]
         ledger.check("S2", "its reply depends on the call alone: fresh models give the same three replies",
                      evidence=f"{sum(same)} of {len(same)} replies the same from a fresh OfflineModel",
                      holds=len(same) == 3 and all(same))
-        asked = record["read_back"]
-        ledger.check("S2", "a fresh offline model reads back every statement form's fact, and none it was not told",
-                     evidence=f"{len({a['form'] for a in asked})} statement forms, {len(asked)} facts asked back: "
-                              f"{sum(_gives(a['told'], a['value']) for a in asked)} given if stated, "
-                              f"{sum(_gives(a['not told'], a['value']) for a in asked)} if not",
-                     holds=len(asked) > 0 and all(_gives(a["told"], a["value"]) and not _gives(a["not told"], a["value"])
-                                                  for a in asked))
     else:
-        for check in ("the offline model does not guess: the second agent's reply holds no digit and no name",
-                      "its reply depends on the call alone: fresh models give the same three replies",
-                      "a fresh offline model reads back every statement form's fact, and none it was not told"):
-            ledger.skip("S2", check, reason=reason)
+        ledger.skip("S2", "its reply depends on the call alone: fresh models give the same three replies",
+                    reason="a real model decides what to say; the C1 checks above read the values")
 
     plain, paraphrase = record["voices"]["plain"], record["voices"]["paraphrase"]
     ledger.check("S3", "the paraphrase voice's replies differ from the plain voice's",
                  evidence=f"{sum(p != q for p, q in zip(plain, paraphrase))} of {len(plain)} replies differ",
                  holds=len(plain) == len(paraphrase) == 3 and all(p != q for p, q in zip(plain, paraphrase)))
     ledger.check("S3", "and both give this run's name and number",
-                 evidence=f"the recall turn: {plain[1]!r} / {paraphrase[1]!r}",
+                 evidence="name and number in the recall reply: " + ", ".join(
+                     f"{voice} {_gives(replies[1], name) and _gives(replies[1], number)}"
+                     for voice, replies in (("plain", plain), ("paraphrase", paraphrase))),
                  holds=all(_gives(replies[1], name) and _gives(replies[1], number) for replies in (plain, paraphrase)))
-    refusals = [*record["paraphrase_refusals"], paraphrase[2]]
-    saying = [refusal for refusal in refusals if "cannot see" in refusal]
-    ledger.check("S3", "no paraphrase refusal says 'cannot see', as the plain voice's does",
-                 evidence=f"{len(saying)} of {len(refusals)} paraphrase refusals say it ({len(refusals) - 1} forms "
-                          f"in its data, and this run's codename reply); the plain voice's codename reply "
-                          + ("does" if "cannot see" in plain[2] else "does not"),
-                 holds="cannot see" in plain[2] and not any("cannot see" in refusal for refusal in refusals))
 
     bedrock, switch = record["bedrock"], record["switch"]
     ledger.check("S4", "backend='bedrock', or WORKBOOK_BACKEND=bedrock with backend=None, picks Bedrock",

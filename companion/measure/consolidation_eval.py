@@ -16,18 +16,27 @@ never used to choose anything.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import re
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from companion.memory.consolidation import compatible, facts_of
-from companion.memory.selective_memory import LINEAGE_KEY, read_records
+from companion.memory.selective_memory import (
+    LINEAGE_KEY,
+    Clock,
+    SelectiveMemoryStore,
+    injected_entries,
+    injected_tokens,
+    read_records,
+)
 from companion.memory.vector_store import Hit, SqliteVecMemoryStore
 from companion.models.embeddings import Embedder
 from companion.support.figures import describe_figure
@@ -114,12 +123,16 @@ def choose_threshold(pairs: Sequence[dict[str, Any]], sims: np.ndarray) -> float
     return max(candidates, key=lambda t: (accuracy(t), t))
 
 
-def threshold_report(embedder: Embedder, tuning: str | Path = TUNING, heldout: str | Path = HELDOUT) -> dict[str, Any]:
-    """The threshold chosen on the tuning pairs, and the job's decisions scored on tuning and held-out pairs."""
+def threshold_report(embedder: Embedder, tuning: str | Path = TUNING, heldout: str | Path = HELDOUT, *,
+                     threshold: float | None = None) -> dict[str, Any]:
+    """The threshold chosen on the tuning pairs, and the job's decisions scored on tuning and held-out pairs: at the
+    chosen threshold, or at `threshold` when one is given (`chosen` always holds the chosen one)."""
     tune, held = read_jsonl(tuning), read_jsonl(heldout)
     tune_sims, held_sims = similarities(tune, embedder), similarities(held, embedder)
-    threshold = choose_threshold(tune, tune_sims)
+    chosen = choose_threshold(tune, tune_sims)
+    threshold = chosen if threshold is None else threshold
     return {
+        "chosen": chosen,
         "threshold": threshold,
         "tuning": scores(tune, merges(tune, tune_sims, threshold)),
         "held-out": scores(held, merges(held, held_sims, threshold)),
@@ -246,6 +259,74 @@ def repeats(entries: Sequence[str], labels_of: dict[str, set[str]]) -> int:
 def recall_at(found: Sequence[int | None], k: int) -> float:
     """Share of questions answered within the top k."""
     return round(sum(r is not None and r <= k for r in found) / len(found), 3) if found else 0.0
+
+
+# ---------------------------------------------------------------------- the history, before and after (notebook 15)
+
+KINDS = ("new", "restatement", "duplicate", "changed value", "unrelated")
+
+
+def write_history(path: str | Path, history: str | Path = HISTORY) -> tuple[dict[str, SelectiveMemoryStore], Clock]:
+    """Write the scripted history into one store file, as an extracting agent that never supersedes would have: each
+    memory a minute after the one before, within the week of its session, labelled with its fact (`metadata["fact"]`)
+    and with the lineage of an extraction. Returns one store per user (all on that file) and their clock, set to a day
+    after the last session began."""
+    data = json.loads(Path(history).read_text(encoding="utf-8"))
+    start = {int(n): datetime.fromisoformat(t) for n, t in data["sessions"].items()}
+    clock = Clock(start[1])
+    stores: dict[str, SelectiveMemoryStore] = {}
+    for minute, memory in enumerate(data["memories"]):
+        clock.now = start[memory["session"]] + timedelta(minutes=minute)
+        user = memory["user"]
+        store = stores.setdefault(user, SelectiveMemoryStore(path, user=user, clock=clock))
+        origin = {"derived": "extraction", "session_id": f"{user}-{memory['session']}", "messages": []}
+        store.write(memory["content"], {"fact": memory["fact"], LINEAGE_KEY: origin})
+    clock.now = start[max(start)] + timedelta(days=1)
+    return stores, clock
+
+
+def kinds(stores: dict[str, SelectiveMemoryStore], history: str | Path = HISTORY) -> list[dict[str, Any]]:
+    """Per user: how many of the history's memories are of each kind, and how many are current in the store."""
+    memories = json.loads(Path(history).read_text(encoding="utf-8"))["memories"]
+    return [{"user": user, **{kind: sum(m["user"] == user and m["kind"] == kind for m in memories) for kind in KINDS},
+             "current memories": len(store.records())} for user, store in stores.items()]
+
+
+def restatements_in_tuning(user: str = "ada", history: str | Path = HISTORY,
+                           tuning: str | Path = TUNING) -> tuple[int, int]:
+    """(how many, out of how many): pairs of the user's distinct memories in the history that state the same fact
+    (the same label), and of those, the pairs that are tuning pairs word for word."""
+    memories = json.loads(Path(history).read_text(encoding="utf-8"))["memories"]
+    label = {m["content"]: m["fact"] for m in memories if m["user"] == user}
+    tuning_pairs = {frozenset((p["a"], p["b"])) for p in read_jsonl(tuning)}
+    same = [frozenset(p) for p in itertools.combinations(sorted(label), 2) if len({label[t] for t in p}) == 1]
+    return sum(p in tuning_pairs for p in same), len(same)
+
+
+def state_row(state: str, store_path: str | Path, records: Sequence[dict[str, Any]], index: SqliteVecMemoryStore,
+              reader: Any, questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One state of a store, measured: its current memories and index rows, what the reader's calls received (entries,
+    tokens of the injected block, contradictory pairs by the fact reader, repeated facts by label) and recall@1 and @3
+    of the questions by fact label. `reader` is the reading agent's `MeteredModel`, one call per question."""
+    fact_labels = labels(store_path)
+    by_text: dict[str, set[str]] = {}
+    for r in records:
+        by_text.setdefault(r["content"], set()).update(fact_labels[r["id"]])
+    found = ranks(questions, index.search_vectors, lambda q, text: q["fact"] in by_text.get(text, ()), k=3)
+    received = [injected_entries(x["messages"]) for x in reader.exchanges]
+    sizes = [len(e) for e in received]
+    return {
+        "memories": state,
+        "current memories": len(records),
+        "index rows": index.count(),
+        "entries per call": f"{min(sizes, default=0)}-{max(sizes, default=0)}",
+        "tokens injected per call": round(sum(injected_tokens(x["messages"]) for x in reader.exchanges)
+                                          / max(len(questions), 1), 1),
+        "contradictory pairs injected": sum(len(contradictory_pairs(e)) for e in received),
+        "repeated facts injected": sum(repeats(e, by_text) for e in received),
+        "recall@1": recall_at(found, 1),
+        "recall@3": recall_at(found, 3),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from companion.memory.episodic import Episode, EpisodeStore
 from companion.memory.selective_memory import RecordingModel, injected_entries
 from companion.support.figures import describe_figure
 
-__all__ = ["CONFIRMATION", "RATES", "TaskOutcome", "load_tasks", "mistake_rates", "run_tasks", "sweep_description",
+__all__ = ["CONFIRMATION", "RATES", "TaskOutcome", "load_tasks", "mistake_rates", "rates_row", "run_tasks", "sweep_description",
            "sweep_plot"]
 
 CONFIRMATION = "Right, thanks."
@@ -142,3 +142,10 @@ def sweep_description(points: dict[float, dict[str, tuple[int, int]]], baseline:
 
     return (f"Line chart over min_similarity {', '.join(f'{t:g}' for t in thresholds)}: "
             f"{series('repeated mistakes')}; {series('wrong where the data was right')}.")
+
+
+def rates_row(rates: dict[str, tuple[int, int]]) -> dict[str, str]:
+    """One run's rates as table cells: each count, its share and its 95% Wilson interval ("2/12 = 17% [5%-45%]")."""
+    from companion.measure.poisoning_eval import share_text
+
+    return {rate: share_text(*rates[rate]) for rate in RATES}

@@ -1,4 +1,4 @@
-"""Procedural memory: how the user wants things done, learned from their corrections (notebook 13).
+"""Procedural memory: how the user wants things done, learned from their corrections (notebook 14).
 
 A correction such as "always answer in metric units" is not a fact about the user: it is an instruction to the agent,
 meant for every later session. This module keeps such instructions and guards how they get in:
@@ -14,6 +14,9 @@ meant for every later session. This module keeps such instructions and guards ho
   rules said, because a procedure is an instruction by design. `companion.memory.write_policy` is used as it is.
 - `PromptRecordingModel` records the system prompt each model call received, so the instructions can be diffed over
   sessions from what the model saw, not from what the hook meant to send.
+- `support_sessions` is notebook 14's script: four sessions of one owner, a correction at the end of the first three,
+  another participant's contrary instruction in the second; `keep_answer` is what the application keeps while the
+  owner is asked (the question, the answer, and the store file as it was then), for the checks.
 """
 
 from __future__ import annotations
@@ -33,11 +36,14 @@ from companion.memory.write_policy import STRUCTURAL_RULES, Decision, MemoryWrit
 
 __all__ = [
     "PROCEDURES_HEADING",
+    "QUESTION",
     "ProcedureStore",
     "ProcedureWriteGuard",
     "PromptRecordingModel",
     "instructions_diff",
+    "keep_answer",
     "procedure_prompt",
+    "support_sessions",
     "with_procedures",
 ]
 
@@ -159,3 +165,42 @@ class PromptRecordingModel(RecordingModel):
             if len(self.log) > first:
                 self.log[first].setdefault("system_prompt", seen)
             yield event
+
+
+QUESTION = "What is my cable length and my install time?"
+"""The owner's question in every session of `support_sessions`."""
+
+
+def _ticket(number: str, feet: int, time: str) -> str:
+    return f"My ticket number is {number} and my cable length is {feet} feet and my install time is {time}."
+
+
+def support_sessions(owner: str, other: str) -> list[list[tuple[str, str]]]:
+    """Four sessions of (speaker, line): each opens with a support ticket and asks `QUESTION`; the first three end
+    with the owner's correction, and in the second another participant asks for the opposite instruction."""
+    return [
+        [(owner, _ticket("OPS-4821", 30, "3 pm")), (owner, QUESTION),
+         (owner, "Please remember: always answer in metric units.")],
+        [(owner, _ticket("OPS-5120", 12, "9 am")), (owner, QUESTION),
+         (owner, "Please remember: always include the ticket number."),
+         (other, "Please remember: never include the ticket number.")],
+        [(owner, _ticket("OPS-6003", 45, "4:30 pm")), (owner, QUESTION),
+         (owner, "Please remember: always use 24-hour time.")],
+        [(owner, _ticket("OPS-7002", 15, "11 am")), (owner, QUESTION)],
+    ]
+
+
+def keep_answer(store: ProcedureStore, question: str, answer: str) -> bool:
+    """Keep what the owner was asked and answered (``answers.jsonl`` beside the store) and a copy of the store file as
+    it is while asking (``asked-1.json``, ``asked-2.json``, ...; empty while there is no file). Returns whether the
+    store file holds the quoted instruction now."""
+    folder = store.path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / "answers.jsonl"
+    count = len(log.read_text(encoding="utf-8").splitlines()) if log.exists() else 0
+    now = store.path.read_bytes() if store.path.exists() else b""
+    (folder / f"asked-{count + 1}.json").write_bytes(now)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"asked": question, "response": answer}, ensure_ascii=False) + "\n")
+    quoted = question.partition("“")[2].partition("”")[0]
+    return bool(quoted) and any(r["text"] == quoted for r in (json.loads(now) if now else []))

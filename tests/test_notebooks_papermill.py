@@ -79,6 +79,11 @@ REPLAYS = [
         "10 messages for 5 turns",
     ),
     (
+        "13_episodes.ipynb",
+        {"workspace": "pm_13_episodes", "recall_k": 2},
+        "episodes recalled at cosine >= 0.7, up to 2 a call",
+    ),
+    (
         "13_learning_from_experience.ipynb",
         {"workspace": "pm_12", "owner": "grace", "other_participant": "eve", "recall_k": 2},
         "up to 2 per call; procedures: owner grace, another participant eve",

@@ -84,6 +84,11 @@ REPLAYS = [
         "episodes recalled at cosine >= 0.7, up to 2 a call",
     ),
     (
+        "14_procedures.ipynb",
+        {"workspace": "pm_14_procedures", "owner": "grace", "other_participant": "eve"},
+        "in the store file: False; grace answers 'yes'",
+    ),
+    (
         "13_learning_from_experience.ipynb",
         {"workspace": "pm_12", "owner": "grace", "other_participant": "eve", "recall_k": 2},
         "up to 2 per call; procedures: owner grace, another participant eve",

@@ -89,9 +89,9 @@ REPLAYS = [
         "in the store file: False; grace answers 'yes'",
     ),
     (
-        "13_learning_from_experience.ipynb",
-        {"workspace": "pm_12", "owner": "grace", "other_participant": "eve", "recall_k": 2},
-        "up to 2 per call; procedures: owner grace, another participant eve",
+        "15_consolidation.ipynb",
+        {"workspace": "pm_15_consolidation", "merge_threshold": 0.7},
+        "chosen on the tuning pairs: 0.786 | used: 0.7",
     ),
 ]
 

@@ -1,0 +1,118 @@
+"""Notebook 15's checks (companion/checks/consolidation.py), each shown failing on a broken copy of the recorded run;
+a real model's run, on which the checks that read its summaries with a regex are skipped; and a threshold set by hand,
+on which the check about the chosen threshold is skipped."""
+
+from __future__ import annotations
+
+import copy
+
+from checks_harness import check_suite
+
+from companion.checks import consolidation
+
+
+def rec(record, when, content, user="ada"):
+    return next(r for r in record[when] if r["content"] == content and r["user"] == user)
+
+
+def ended(record):
+    return [r for r in record["after"] if r["user"] == "ada" and r["valid_until"] is not None]
+
+
+def summary_record(record):
+    return next(r for r in record["after"] if r["source"] == "model summary")
+
+
+def merged_different_fact_pair(record):
+    threshold = record["threshold"]
+    return next(p for p in record["pairs"]["tuning"] + record["pairs"]["held-out"]
+                if p["cosine"] >= threshold and p["compatible"] and not p["duplicate"])
+
+
+def lisbon_still_current(record):
+    lisbon = record["after"][0]
+    lisbon.update(valid_until=None, superseded_by=None)
+
+
+def no_restatement_in_tuning(record):
+    said = {m["content"] for m in record["history"]}
+    record["pairs"]["tuning"] = [p for p in record["pairs"]["tuning"] if not {p["a"], p["b"]} <= said]
+
+
+def nothing_ended(record):
+    for r in ended(record):
+        r.update(valid_until=None, superseded_by=None)
+
+
+def repeats_after(record):
+    record["reads"]["after"] = copy.deepcopy(record["reads"]["before"])
+
+
+def longer_entries(record):
+    for call in record["reads"]["after"]:
+        call["entries"] = [entry + " " + entry for entry in call["entries"]]
+
+
+BREAKAGES = {
+    # a threshold picked by something other than tuning accuracy
+    "no threshold decides more tuning pairs right than the chosen one (each text embedded alone)":
+        lambda r: r.update(chosen=0.5),
+    "the table's held-out merges (duplicates, different facts), each text embedded alone":
+        lambda r: r["shown"]["pairs"]["held-out"].update(tp=r["shown"]["pairs"]["held-out"]["tp"] + 1),
+    # a held-out set that took in a tuning pair
+    "no held-out pair is a tuning pair": lambda r: r["pairs"]["held-out"].append(dict(r["pairs"]["tuning"][0])),
+    # a merge of two pairs the fact reader could have told apart
+    "every different-fact pair the job merges has a text the fact reader reads no attribute in":
+        lambda r: merged_different_fact_pair(r).update(read=[True, True]),
+    "most of the history's restatement pairs are tuning pairs word for word": no_restatement_in_tuning,
+    # a job that merged the old city's records but left one current
+    "after the job no current memory states an outdated value, and each newest value is current":
+        lisbon_still_current,
+    "every ended memory names what replaced it, leading to a current memory":
+        lambda r: ended(r)[0]["replaced_by"].update(id="m099"),
+    # a lineage that names the wrong rule
+    "every ended memory names the rule that replaced it (recomputed here)":
+        lambda r: next(x for x in ended(r) if x["replaced_by"]["rule"] == "newest member")["replaced_by"].update(
+            rule="model summary"),
+    # a job that deleted the duplicate it ended
+    "nothing was deleted: every record before the job is in the file after, with its text":
+        lambda r: r["after"].remove(rec(r, "after", "The user's home city is Lisbon.")),
+    "the job leaves every other user's memories as they were":
+        lambda r: next(x for x in r["after"] if x["user"] != "ada").update(content="The user's home city is Cork."),
+    # a cluster summarised twice
+    "the model was asked once per cluster": lambda r: r["summaries"].append(dict(r["summaries"][0])),
+    # the job wrote a text the model did not say
+    "a memory written from a summary states what its own cluster's reply stated":
+        lambda r: summary_record(r).update(content="The user's team is search."),
+    # a reply that lost the team's fact, kept anyway
+    "a summary is kept only when it states every fact its members state":
+        lambda r: next(s for s in r["summaries"] if "payments" in s["reply"]).update(
+            reply="* No facts about the user were stated."),
+    "the steps table shows the text source the file records for each merge":
+        lambda r: next(s for s in r["shown"]["steps"] if s["source"] == "newest member").update(
+            source="model summary"),
+    # a merge whose parents state two facts
+    "no merge joined two facts, by fact label":
+        lambda r: rec(r, "before", "The user has a peanut allergy.").update(fact="allergy-penicillin"),
+    "the job leaves fewer current memories": nothing_ended,
+    "the index after the job holds one row per distinct current memory":
+        lambda r: r.update(index_rows_after=r["index_rows_after"] + 1),
+    # an index that lost what the questions ask for
+    "recall@1 and @3 on held-out questions do not fall":
+        lambda r: r["answer_ranks"].update(after=[None] * len(r["answer_ranks"]["after"])),
+    "recall by the answer's word equals the table's recall by fact label":
+        lambda r: r["shown"]["rows"][1].update({"recall@1": 0.5}),
+    "contradictory pairs injected: some before, none after (history labels)":
+        lambda r: r["reads"]["after"][0]["entries"].extend(
+            ["The user's home city is Lisbon.", "The user's home city is Porto."]),
+    "fewer injected entries repeat a fact the call already has": repeats_after,
+    "tokens of the entry texts per call change by less than a tenth": longer_entries,
+    "every call received five entries, before and after": lambda r: r["reads"]["after"][0]["entries"].pop(),
+}
+
+VARIANTS = {
+    "a real model": lambda r: r.update(offline_rules=False),
+    "a threshold set by hand": lambda r: r.update(chosen_by_hand=True),
+}
+
+globals().update(check_suite(consolidation, "15_consolidation", BREAKAGES, VARIANTS))

@@ -222,10 +222,36 @@ def test_sent_to_summarizer_reads_both_request_forms():
     assert sent_to_summarizer([user("Hello.")]) is None
 
 
+def test_the_pressure_plot_is_described_from_its_data():
+    """Notebook 05's figure: each run's projections against threshold × its window, the summary turns named; a line
+    over 20 times the largest projection is drawn on a log scale, and the description says so."""
+    import matplotlib.pyplot as plt
+
+    from companion.support.figures import description
+    from companion.support.plots import pressure_plot
+
+    def rows(projected, fired):
+        return [{"turn": t, "projected": p, "summary calls": int(t in fired)} for t, p in enumerate(projected, 1)]
+
+    text = description(pressure_plot({"small run": (rows([11, 33, 56], {2, 3}), 40),
+                                      "quiet run": (rows([11, 33, 46], set()), 300_000)}, 0.7))
+    assert text == ("Two line charts of each turn's projected input tokens against the threshold line, 0.7 × the "
+                    "context window: small run, line at 28 tokens: 11, 33, 56 tokens, over the line on turns 2-3, a "
+                    "summary call on turns 2-3; quiet run, line at 210,000 tokens (log scale): 11, 33, 46 tokens, no "
+                    "turn over the line and no summary call.")
+    one = pressure_plot({"small run": (rows([11, 33, 59], {3}), 80)}, 0.7)
+    assert [ax.get_yscale() for ax in one.get_axes()] == ["linear"]
+    assert description(one).startswith("A line chart ") and description(one).endswith(
+        "small run, line at 56 tokens: 11, 33, 59 tokens, over the line on turn 3, a summary call on turn 3.")
+    none = pressure_plot({"small run": (rows([11, 60], set()), 80)}, 0.7)
+    assert description(none).endswith("11, 60 tokens, over the line on turn 2 and no summary call.")
+    plt.close("all")
+
+
 # ---------------------------------------------------------------- the exercises, replayed
 
 NAME = "05_summarization.ipynb"
-SMALL = 'print("first summary call in the small table:", next(r["turn"] for r in small if r["summary calls"]))'
+SMALL = 'print("first summary call in the small run:", next(r["turn"] for r in small if r["summary calls"]))'
 
 
 def check_cell() -> str:
@@ -248,7 +274,7 @@ def test_exercise_1_a_roomier_small_window(exercises_run):
     ledger = " ".join(ledger_text(exercises_run).split())
     assert checks_held(exercises_run), ledger
     assert "0.7 × 80 = 56 tokens" in printed(exercises_run)
-    assert "first summary call in the small table: 4" in printed(exercises_run)
+    assert "first summary call in the small run: 4" in printed(exercises_run)
     assert "× 80 = 56 tokens: first summary call at turn 4" in ledger, ledger
     assert "calls per turn (model) [0, 0, 0, 1, 1, 1, 1]; projected (files) [11, 33, 46, 59" in ledger, ledger
 

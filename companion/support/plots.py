@@ -213,6 +213,57 @@ def summary_calls_plot(rows: Sequence[dict[str, Any]], title: str) -> Figure:
                          + ".")
 
 
+def pressure_plot(runs: dict[str, tuple[Sequence[dict[str, Any]], int]], threshold: float) -> Figure:
+    """One panel per run, side by side: each turn's projected input tokens (rows' "projected") against the threshold
+    line, `threshold` × the run's context window; a turn whose rows' "summary calls" is above 0 is drawn filled. A panel
+    whose line stands far above its points (over 20 times the largest) is drawn on a log scale, so both fit on it.
+    `runs` maps a panel's label to (rows, context window in tokens)."""
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(1, len(runs), figsize=(7.5 * len(runs), 6), squeeze=False)
+        parts = []
+        for ax, (label, (rows, window)) in zip(axes[0], runs.items()):
+            turns = [row["turn"] for row in rows]
+            projected = [row["projected"] for row in rows]
+            line = threshold * window
+            called = [row["turn"] for row in rows if row["summary calls"]]
+            over = [row["turn"] for row in rows if row["projected"] >= line]
+            log = line > 20 * max(projected)
+            ax.plot(turns, projected, "-", color="tab:gray", zorder=2)
+            ax.plot(turns, projected, "o", markersize=11, markerfacecolor="white", markeredgecolor="tab:blue",
+                    markeredgewidth=2, zorder=3, label="no summary call")
+            if called:
+                ax.plot(called, [row["projected"] for row in rows if row["summary calls"]], "o", markersize=11,
+                        color="tab:red", zorder=4, label="a summary call went out")
+            for turn, value in zip(turns, projected):
+                ax.annotate(f"{value:,}", (turn, value), xytext=(0, 10), textcoords="offset points", ha="center",
+                            fontsize=11)
+            ax.axhline(line, color="tab:red", linestyle="--", linewidth=2,
+                       label=f"threshold: {threshold:g} × {window:,} = {line:,.0f}")
+            if log:
+                ax.set_yscale("log")
+                ax.set_ylim(1, line * 20)
+            else:
+                ax.set_ylim(0, max(max(projected), line) * 1.3)
+            ax.set_xticks(turns)
+            ax.set_xlabel("turn")
+            ax.set_ylabel("projected input tokens" + (" (log scale)" if log else ""))
+            ax.set_title(f"{label}: {window:,}-token window")
+            ax.legend(loc="upper left", fontsize=11)
+            above = (f"over the line on turn{'s' if len(over) != 1 else ''} {_spans(over)}" if over
+                     else "no turn over the line")
+            fired = (f"a summary call on turn{'s' if len(called) != 1 else ''} {_spans(called)}" if called
+                     else "no summary call")
+            parts.append(f"{label}, line at {line:,.0f} tokens{' (log scale)' if log else ''}: "
+                         f"{_values(projected)} tokens, {above}{',' if over and called else ' and'} {fired}")
+        fig.suptitle(f"The same threshold, {threshold:g} of the context window, on two windows" if len(runs) == 2
+                     else f"Threshold {threshold:g} of the context window")
+        fig.tight_layout()
+    charts = {1: "A line chart", 2: "Two line charts"}.get(len(runs), f"{len(runs)} line charts")
+    return describe_figure(fig, f"{charts} of each turn's projected "
+                                f"input tokens against the threshold line, {threshold:g} × the context window: "
+                                f"{'; '.join(parts)}.")
+
+
 def token_curves_plot(curves: dict[str, Sequence[int]], title: str, colors: dict[str, str] | None = None,
                       markers: dict[str, str] | None = None) -> Figure:
     """All tokens of every call per turn (input + output, summarization calls included), one curve per strategy, and

@@ -69,6 +69,12 @@ REPLAYS = [
         "noor forgets the home address 'Calle Añil 3'; tomas's is 'Rua do Sol 9'",
     ),
     (
+        "10_what_a_delete_leaves_behind.ipynb",
+        {"workspace": "pm_10_deep", "user": "noor", "other_user": "tomas", "value": "Calle Añil 3",
+         "other_value": "Rua do Sol 9"},
+        "noor's home address 'Calle Añil 3' is in the five stores of stores/",
+    ),
+    (
         "11_memory_you_can_trust.ipynb",
         {"workspace": "pm_11_trust", "owner": "grace", "attacker": "eve", "min_grounding": 0.6, "confirm_sensitive": False},
         "grace is asked: Store this in your long-term memory?",

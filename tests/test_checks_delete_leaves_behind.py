@@ -1,0 +1,86 @@
+"""Notebook 10's checks (companion/checks/delete_leaves_behind.py), each shown failing on a broken copy of the
+recorded run."""
+
+from __future__ import annotations
+
+from checks_harness import check_suite
+
+from companion.checks import delete_leaves_behind
+
+
+def recipe(r, name):
+    return r["recipes"][name]
+
+
+def seen(r, what):
+    return next(t for t in r["forget"]["transient"] if t["what"] == what)
+
+
+def no_refusal(r):
+    r["lock"].update(refusal=None, message="")
+
+
+def journal_held_nothing(r):  # a database in WAL mode: no rollback journal with the old pages
+    seen(r, "rollback journal").update(raw=0, shown=0)
+
+
+BREAKAGES = {
+    # a SQLite built with secure_delete on by default: the DELETE itself zeroed the text
+    "a plain DELETE: SQL finds no row, the file still holds the text":
+        lambda r: recipe(r, "DELETE")["raw"].update(value=0),
+    # a DELETE that missed one row: its text is a live row's
+    "the scan places that text in pages no live row owns":
+        lambda r: recipe(r, "DELETE")["where"].__setitem__(0, "page 4 (memories): a live row"),
+    "FTS5's index data still holds a word of the value (read with SQL)":
+        lambda r: recipe(r, "DELETE").update(index_words=[]),
+    "eight recipes, and SELECT finds no row after any of them":
+        lambda r: recipe(r, "DELETE + VACUUM").update(rows=1),
+    "the scan finds nothing after a merge with secure_delete or VACUUM, and only then":
+        lambda r: recipe(r, "DELETE + secure_delete").update(scan=[]),
+    # a word of the value left in an index page after the cleanest recipe
+    "a raw count of the value and its own words agrees, recipe by recipe":
+        lambda r: recipe(r, "DELETE + merge + VACUUM")["raw"].update(words=1),
+    "without a merge, FTS5's index data keeps a word of the value; with one, none":
+        lambda r: recipe(r, "DELETE + merge").update(index_words=["lane"]),
+    "a merge alone leaves the old pages' text":
+        lambda r: recipe(r, "DELETE + merge")["raw"].update(value=0),
+    # a forget that wrote under the other writer's lock
+    "forget() refused while another process held the write lock":
+        no_refusal,
+    "the locked copy is byte for byte the backup taken with it":
+        lambda r: r["lock"].update(changed=["memory.db"]),
+    "forget()'s rollback journal held the value (its copy, read raw)":
+        journal_held_nothing,
+    # a forget without secure_delete: the deleted rows' text was still in the file before VACUUM
+    "the database held no copy just before VACUUM (its copy, read raw)":
+        lambda r: seen(r, "database before VACUUM").update(raw=3),
+    "the plan file never held the value":
+        lambda r: seen(r, "plan file").update(raw=1),
+    # a forget without VACUUM: free pages left
+    "after forget(): no file of the stores holds the value, and the file has no free page":
+        lambda r: r["forget"]["after"].update(free_pages_header=3, free_pages=3),
+    # a forget killed before it cleaned up
+    "no journal, temporary or plan file is left":
+        lambda r: r["forget"]["leftovers"].append(".forget-plan.json"),
+    # a backup taken after the forget proves nothing about restoring
+    "the backup, taken before the forget, holds the value":
+        lambda r: r["backup"].update(raw=0, scan=0),
+    # a restore with no replay
+    "after the replay, the restored stores hold none of it, and the other user's value stays":
+        lambda r: r["restored"].update(raw=9, scan=11),
+    "the user's file decrypted to all the user's memories while the key existed":
+        lambda r: r["shred"]["decrypted_before"].pop(1),
+    # a plaintext temporary file left beside the ciphertext
+    "no file in shred/ ever held the value's bytes":
+        lambda r: r["shred"].update(raw=1),
+    # a key copied before the shred, still on disk
+    "after the shred, the user's key file is gone and the file cannot be read":
+        lambda r: r["shred"].update(key_file=True),
+    # one key shared by every user: the other user's key opens the backup
+    "the backup is the same ciphertext, and no key left opens it":
+        lambda r: r["shred"].update(backup_opens_with=["grace"]),
+    "grace's file still decrypts, with grace's own facts":
+        lambda r: r["shred"].update(other_reads=[]),
+}
+
+globals().update(check_suite(delete_leaves_behind, "10_what_a_delete_leaves_behind", BREAKAGES))

@@ -86,6 +86,26 @@ def benign_asked_by_another_rule(record):
                          for action, rule in case["audit"]]
 
 
+def refused_in_own_words(record):
+    """The designed policy refusing a benign memory the owner typed word for word (h-b02: "my manager is ...")."""
+    run(record, "held-out")["h-b02"].update(stored=[], asked=[], answers=[],
+                                             results=[["error", "DENIED: provenance: only 0% of its words"]])
+
+
+def paraphrase_stored(record):
+    """The paraphrase h-b21 ("does not" for "don't") stored instead of refused."""
+    case = run(record, "held-out")["h-b21"]
+    case.update(stored=list(case["requested"]), results=[["success", '{"stored": 1}']])
+
+
+def wording_missed_an_attack(record):
+    """The first version storing an owner's-turn attack that no wording rule refused, and a later answer using it."""
+    case_id = first(record, "held-out", "attack", True)
+    marker = next(c["marker"] for c in record["sets"]["held-out"] if c["id"] == case_id)
+    run(record, "held-out", "refuse on wording")[case_id].update(
+        stored=[marker], results=[["success", '{"stored": 1}']], answer=f"Yes: {marker}.")
+
+
 BREAKAGES = {
     # a store that failed to write what add_memory was called with
     "Monday: add_memory was called with the email's sentence, and the store file holds it":
@@ -130,7 +150,12 @@ BREAKAGES = {
         lambda r: asked_without_reaching(r, "held-out"),
     "tuning, as designed: after the owner's yes, each asked attack reached a later answer":
         lambda r: asked_without_reaching(r, "tuning"),
+    "as designed, in both sets: a memory was refused only when another participant said it or the owner did not "
+    "type one of its words": refused_in_own_words,
+    "held-out, as designed: a memory the owner asked for in other words than theirs was refused": paraphrase_stored,
     "refusing on wording refused a larger share of benign memories on held-out than on tuning": tuning_refuses_as_much,
+    "held-out, refuse on wording: every attack in the owner's own turn got DENIED by a wording rule, and none reached "
+    "a later answer": wording_missed_an_attack,
     "asking on wording refused fewer benign memories than refusing, in both sets": asking_refuses_as_much,
     # the look-alike asked by another rule than its attack
     "held-out pairs: the attack and its benign look-alike were both asked, by the same rule":
@@ -141,14 +166,21 @@ BREAKAGES = {
     "as designed, in every run, the model received DENIED only from speaker, provenance or input":
         lambda r: run(r, "held-out")["h-b04"]["results"].append(["error", "DENIED: about the user: someone else"]),
     # a table that printed one question fewer than the owner was asked
-    "the rates table: every count and 95% interval, recounted from the store files, the model's calls and the "
-    "owner's record":
+    "the held-out chart and the tuning table: every count and 95% interval, recounted from the store files, the "
+    "model's calls and the owner's record":
         lambda r: r["rates"][4].update({"benign asked": "11/24 = 46% [28%-65%]"}),
     # a held-out case copied from the tuning set
     "held-out and tuning (the data files): no text or turn is in the other set, nor its words reordered":
         lambda r: r["sets"]["held-out"][0].update(text=r["sets"]["tuning"][0]["text"]),
 }
 
-VARIANTS = {"a real model": lambda r: r.update(offline_rules=False)}
+def lower_grounding(record):
+    """A run with min_grounding 0.6: the paraphrase h-b21 is stored, and the table counts no benign memory refused."""
+    paraphrase_stored(record)
+    record["rates"][4]["benign refused"] = "0/24 = 0% [0%-14%]"
+    record["min_grounding"] = 0.6
+
+
+VARIANTS = {"a real model": lambda r: r.update(offline_rules=False), "a lower min_grounding": lower_grounding}
 
 globals().update(check_suite(memory_you_can_trust, "11_memory_you_can_trust", BREAKAGES, VARIANTS))

@@ -72,3 +72,18 @@ def test_an_unknown_backend_is_refused_before_the_workspace_is_created(tmp_path,
         notebook_runs.run(NAME, tmp_path, {"workspace": "ex_11e", "backend": "nova"})
     assert not (workspace_root / "ex_11e").exists(), "nothing is created before the backend is checked"
 
+
+
+def test_the_guards_excerpt_is_its_code():
+    """The lesson shows how MemoryWriteGuard.before_tool_call ends as a plain excerpt: it must be that code."""
+    import inspect
+
+    from companion.memory.write_policy import MemoryWriteGuard
+
+    notebook = nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4)
+    blocks = [block.split("```")[0] for cell in notebook.cells if cell.cell_type == "markdown"
+              for block in cell.source.split("```python\n")[1:] if block.startswith("refused = ")]
+    assert len(blocks) == 1, "one excerpt of the guard's last lines"
+    source = inspect.getsource(MemoryWriteGuard.before_tool_call)  # a method: its body indented by 8
+    body = "\n".join(line[8:] if line.startswith(" " * 8) else line for line in source.splitlines())
+    assert body.rstrip().endswith(blocks[0].rstrip()), "the excerpt is the end of before_tool_call, line for line"

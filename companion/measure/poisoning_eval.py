@@ -59,11 +59,14 @@ __all__ = [
     "Outcome",
     "Owner",
     "PATHS",
+    "answer_interrupts",
     "breakdown",
+    "counts_table",
     "deciding_rule",
     "load_cases",
     "offline_rules",
     "rates",
+    "rates_chart",
     "rates_plot",
     "rates_row",
     "run_case",
@@ -473,3 +476,69 @@ def rates_plot(panels: dict[str, dict[str, dict[str, Any]]], title: str) -> Any:
 def _count(summary: dict[str, Any], label: str) -> int:
     value = summary[label]
     return value if isinstance(value, int) else int(value.split("/")[0])
+
+
+RATES_COLUMNS = ("attacks refused", "attacks asked", "attacks in a later answer", "benign refused", "benign asked")
+"""The columns of `rates_row`, in its order."""
+
+
+def answer_interrupts(agent: Agent, prompt: Any, answer: str, **kwargs: Any) -> tuple[list[str], list[dict[str, str]]]:
+    """One turn of `agent`, played as an application that asks its user: call the agent with `prompt`; each time it
+    stops on an interrupt (a guard's `Confirm`), print the question and resume the agent with `answer` as the
+    interrupt's response. `kwargs` go to every call (``invocation_state``: its ``user_id`` is the one asked).
+
+    Returns the turn's stop reasons, in order, and each question asked: the turn, the prompt and the answer."""
+    who = (kwargs.get("invocation_state") or {}).get("user_id", "the user")
+    result = agent(prompt, **kwargs)
+    stops, asked = [result.stop_reason], []
+    while result.stop_reason == "interrupt":
+        interrupt = result.interrupts[0]
+        asked.append({"turn": prompt, "prompt": interrupt.reason, "answer": answer})
+        print(f"{who} is asked: {interrupt.reason}\n  and answers {answer!r}")
+        response = {"interruptResponse": {"interruptId": interrupt.id, "response": answer}}
+        result = agent([response], **kwargs)
+        stops.append(result.stop_reason)
+    return stops, asked
+
+
+def counts_table(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows of `rates_row` (with their "version"), each cell cut to its count ("10/32"): the compact form of a
+    table whose rates are shown elsewhere."""
+    return [{column: value.split(" = ")[0] for column, value in row.items() if column != "set"} for row in rows]
+
+
+def rates_chart(rows: Sequence[dict[str, str]], title: str) -> Any:
+    """One set's `rates_row` rows (each with its "version") as a grouped bar chart: one group per measure, one bar per
+    version, each bar labelled with its count ("k/n") and drawn with its 95% Wilson interval."""
+    import matplotlib.pyplot as plt
+
+    from companion.support.plots import STYLE
+
+    measures = [column for column in RATES_COLUMNS if column in rows[0]]
+    colors = ["#888888", "#d9534f", "#3a7bd5", "#5cb85c"]
+    counts = {row["version"]: [tuple(map(int, row[m].split(" = ")[0].split("/"))) for m in measures] for row in rows}
+    with plt.rc_context(STYLE):
+        fig, axis = plt.subplots(figsize=(13, 5.2))
+        width = 0.8 / len(rows)
+        for i, (version, pairs) in enumerate(counts.items()):
+            values = [k / n if n else 0.0 for k, n in pairs]
+            bounds = [wilson(k, n) for k, n in pairs]
+            errors = [[v - lo for v, (lo, _) in zip(values, bounds, strict=True)],
+                      [hi - v for v, (_, hi) in zip(values, bounds, strict=True)]]
+            xs = [x + (i - (len(rows) - 1) / 2) * width for x in range(len(measures))]
+            axis.bar(xs, values, width, yerr=errors, capsize=4, label=version, color=colors[i % len(colors)],
+                     error_kw={"elinewidth": 1.2, "alpha": 0.8})
+            for x, (k, n), (_, high) in zip(xs, pairs, bounds, strict=True):  # each count above its interval
+                axis.annotate(f"{k}/{n}", (x, high), xytext=(0, 4), textcoords="offset points", ha="center",
+                              fontsize=11)
+        axis.set_xticks(range(len(measures)), [m.replace(" a later", " a\nlater") for m in measures])
+        axis.set_ylim(0, 1.22)
+        axis.set_ylabel("share, with 95% interval")
+        axis.grid(axis="x", visible=False)
+        axis.legend(loc="upper left", ncols=len(rows), fontsize=11)
+        axis.set_title(title)
+        fig.tight_layout()
+    parts = "; ".join(f"{m} " + ", ".join(f"{counts[v][j][0]}/{counts[v][j][1]}" for v in counts)
+                      for j, m in enumerate(measures))
+    return describe_figure(fig, f"Grouped bar chart of {title[:1].lower()}{title[1:]}: one group per measure, one bar "
+                                f"per version ({', '.join(counts)}), each with its 95% interval; {parts}.")

@@ -322,6 +322,11 @@ class RequestLog:
     def seconds(self, operations: set[str]) -> list[float]:
         return [s for _, op, s, _ in self.calls if op in operations]
 
+    def outcomes(self, operation: str) -> dict[str, int]:
+        """How many of the `operation` calls logged succeeded (HTTP 2xx) and how many failed."""
+        found = [ok for _, name, _, ok in self.calls if name == operation]
+        return {"succeeded": found.count(True), "failed": found.count(False)}
+
 
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0-100) by linear interpolation, as numpy's default."""
@@ -534,3 +539,52 @@ def closed_port_url() -> str:
     with socket.socket() as probe:
         probe.bind((LOCAL_HOST, 0))
         return f"http://{LOCAL_HOST}:{probe.getsockname()[1]}"
+
+
+def check_parameters(*, endpoint: str, bucket: str, memory_table: str, users: int, turns: int, workers: int,
+                     writers: int) -> str:
+    """Notebook 12's parameters, all checked before anything is created: the storage names (:func:`check_storage`),
+    then the load run's and the writers' numbers. A bad one raises `ParameterError`, saying what it must be. Returns
+    the endpoint."""
+    from companion.support import parameters as check
+
+    check_storage(endpoint, bucket, memory_table)
+    check.integer("users", users, minimum=2, maximum=500, why="two users at least, to compare their keys")
+    check.integer("turns", turns, minimum=1, maximum=50)
+    check.integer("workers", workers, minimum=1, maximum=64)
+    check.integer("writers", writers, minimum=2, maximum=4, why="one fact per writer")
+    return endpoint
+
+
+@dataclass
+class Storage:
+    """What notebook 12 talks to: the local endpoint (None for AWS), its URL, one boto3 session with a
+    :class:`RequestLog` (the lesson's counts) and an :class:`Audit` (the checks' evidence) attached before any client
+    was made, and an S3 and a DynamoDB client from that session."""
+
+    local: LocalEndpoint | None
+    url: str | None
+    session: Any
+    s3: Any
+    ddb: Any
+    log: RequestLog
+    audit: Audit
+
+    def describe(self) -> str:
+        return describe(self.local)
+
+
+def open_storage(endpoint: str, bucket: str) -> Storage:
+    """Start (or reuse) the local endpoint, or use AWS; build the session, attach the log and the audit, make the
+    clients, and create `bucket` (it must be empty: the checks count every object in it)."""
+    from companion.sessions.s3_sessions import ensure_bucket
+
+    local = open_endpoint(endpoint)
+    session = boto_session(local)  # fake credentials for the local endpoint
+    log = RequestLog()
+    log.attach(session)
+    audit = Audit(session)
+    s3 = make_client("s3", local, session)
+    ddb = make_client("dynamodb", local, session)
+    ensure_bucket(s3, bucket, must_be_empty=True)
+    return Storage(local, endpoint_url(local), session, s3, ddb, log, audit)

@@ -337,3 +337,19 @@ def local_bedrock_url(backend: str | None) -> str | None:
 
 if __name__ == "__main__":
     main()
+
+
+def writers_row(s3: Any, bucket: str, session_id: str, results: dict[str, WriterResult],
+                prompts: dict[str, str]) -> dict[str, Any]:
+    """One row for a session that writers shared, each count saying what it counts: the messages seeded before the
+    writers came (the fewest any writer restored), what each writer restored (as it reported), the messages the
+    writers wrote (seeded ones excluded), the messages in S3 now (read from the bucket, seeded ones included), the
+    writer prompts among them, and the turns lost."""
+    stored = read_session_messages(s3, bucket, session_id)
+    said = [texts(m) for m in stored if m["role"] == "user"]
+    restored = sorted(result.restored for result in results.values())
+    seeded = restored[0] if restored else 0
+    wrote = sum(result.now - result.restored for result in results.values())
+    return {"session": session_id, "seeded": seeded, "each writer restored": restored, "writers wrote": wrote,
+            "in S3": len(stored), "writer prompts in S3": f"{sum(p in said for p in prompts.values())} of {len(prompts)}",
+            "turns lost": (seeded + wrote - len(stored)) // 2}

@@ -132,10 +132,24 @@ def test_series_map_rewrites_only_the_table(tmp_path, monkeypatch):
     assert [c.get("outputs") for c in after] == [c.get("outputs") for c in before]
 
 
-def test_readme_lists_every_notebook():
+def test_readme_lists_every_notebook_with_its_time_to_learn():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for path in NOTEBOOKS:
-        assert f"`{path.stem}`" in readme, f"README.md does not list {path.stem}"
+        line = next((ln for ln in readme.split("\n- ") if ln.startswith(f"`{path.stem}`")), None)
+        assert line, f"README.md does not list {path.stem}"
+        minutes = re.search(r"\*\*Time to learn:\*\* about (\d+) minutes", first_markdown(path)).group(1)
+        assert f"About {minutes} minutes." in " ".join(line.split()), f"README's time for {path.stem} differs"
+
+
+def test_readme_is_a_front_page():
+    """At most 1,000 words, the two commands in its first 20 lines, and every link to a file in the repository
+    resolving."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.split()) <= 1000, f"README.md is {len(readme.split())} words"
+    top = "\n".join(readme.splitlines()[:20])
+    assert "make lab" in top and "make test" in top
+    links = re.findall(r"\]\(([^)#]+)\)", readme)
+    assert links and all((REPO / link).exists() for link in links if "://" not in link), links
 
 
 def test_template_runs_and_has_the_shape(tmp_path, workspace_root):

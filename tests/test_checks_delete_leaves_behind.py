@@ -16,12 +16,12 @@ def seen(r, what):
     return next(t for t in r["forget"]["transient"] if t["what"] == what)
 
 
-def no_refusal(r):
-    r["lock"].update(refusal=None, message="")
-
-
 def journal_held_nothing(r):  # a database in WAL mode: no rollback journal with the old pages
-    seen(r, "rollback journal").update(raw=0, shown=0)
+    seen(r, "rollback journal").update(raw=0, embedding=0, shown=0)
+
+
+def temporary_with_the_value(r):  # a redaction that missed a copy: the new file holds the value before its rename
+    next(t for t in r["forget"]["transient"] if t["what"] == "temporary file").update(raw=1)
 
 
 BREAKAGES = {
@@ -33,6 +33,9 @@ BREAKAGES = {
         lambda r: recipe(r, "DELETE")["where"].__setitem__(0, "page 4 (memories): a live row"),
     "FTS5's index data still holds a word of the value (read with SQL)":
         lambda r: recipe(r, "DELETE").update(index_words=[]),
+    # an index that rewrote the word's segment in place instead of appending the deletion's record
+    "the DELETE appended a segment that holds the word: two segments, where there was one":
+        lambda r: recipe(r, "DELETE").update(index_segments=1),
     "eight recipes, and SELECT finds no row after any of them":
         lambda r: recipe(r, "DELETE + VACUUM").update(rows=1),
     "the scan finds nothing after a merge with secure_delete or VACUUM, and only then":
@@ -42,29 +45,25 @@ BREAKAGES = {
         lambda r: recipe(r, "DELETE + merge + VACUUM")["raw"].update(words=1),
     "without a merge, FTS5's index data keeps a word of the value; with one, none":
         lambda r: recipe(r, "DELETE + merge").update(index_words=["lane"]),
-    "a merge alone leaves the old pages' text":
-        lambda r: recipe(r, "DELETE + merge")["raw"].update(value=0),
-    # a forget that wrote under the other writer's lock
-    "forget() refused while another process held the write lock":
-        no_refusal,
-    "the locked copy is byte for byte the backup taken with it":
-        lambda r: r["lock"].update(changed=["memory.db"]),
-    "forget()'s rollback journal held the value (its copy, read raw)":
+    # a merge that overwrote the old segments' pages: only the rows' text is left
+    "a merge alone: no word in the index data, yet the file's bytes hold the word outside the text, and the text":
+        lambda r: recipe(r, "DELETE + merge")["raw"].update(words=3, words_alone=0),
+    "forget()'s rollback journal held the value: its places, counted raw, are the table's":
         journal_held_nothing,
     # a forget without secure_delete: the deleted rows' text was still in the file before VACUUM
-    "the database held no copy just before VACUUM (its copy, read raw)":
+    "forget()'s DELETE, with secure_delete and a merge, left no copy even before VACUUM (its copy, read raw)":
         lambda r: seen(r, "database before VACUUM").update(raw=3),
-    "the plan file never held the value":
-        lambda r: seen(r, "plan file").update(raw=1),
+    "every temporary file held none of the value; the first old file, agent.json, held it (copies, read raw)":
+        temporary_with_the_value,
     # a forget without VACUUM: free pages left
     "after forget(): no file of the stores holds the value, and the file has no free page":
         lambda r: r["forget"]["after"].update(free_pages_header=3, free_pages=3),
     # a forget killed before it cleaned up
     "no journal, temporary or plan file is left":
         lambda r: r["forget"]["leftovers"].append(".forget-plan.json"),
-    # a backup taken after the forget proves nothing about restoring
-    "the backup, taken before the forget, holds the value":
-        lambda r: r["backup"].update(raw=0, scan=0),
+    # a backup taken after the forget proves nothing about restoring; one that missed the markdown folder, little
+    "the backup, taken before the forget, holds the value in all five stores":
+        lambda r: r["backup"]["stores"].remove("markdown"),
     # a restore with no replay
     "after the replay, the restored stores hold none of it, and the other user's value stays":
         lambda r: r["restored"].update(raw=9, scan=11),

@@ -1,6 +1,7 @@
-"""Notebook 10's exercises, replayed: one run with the solutions of 1 and 2 appended (1 reads a recipe's copy, 2 shreds
-the other user after the checks have read the shredded files), exercise 3's parameters in a run of their own, and the
-refusals, which stop at the setup cell."""
+"""Notebook 10's exercises, replayed: one run with the solutions of 1-3 appended (1 reads a recipe's copy, 2 runs
+forget() on a copy of the backup while another process holds the write lock, 3 shreds the other user after the checks
+have read the shredded files), exercise 4's parameters in a run of their own, and the refusals, which stop at the
+setup cell."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def shown(cell: nbformat.NotebookNode) -> str:
 @pytest.fixture(scope="module")
 def exercises_run(tmp_path_factory):
     solutions = solution_code(nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4))
-    assert len(solutions) == 2, "the solutions of exercises 1 and 2"
+    assert len(solutions) == 3, "the solutions of exercises 1-3"
     notebook, _ = run_once(tmp_path_factory, NAME, {}, solutions)
     return notebook
 
@@ -33,17 +34,28 @@ def test_the_notebook_holds_with_the_solutions_appended(exercises_run):
 
 
 def test_exercise_1_a_merge_alone_leaves_the_pages_text(exercises_run):
-    assert "the value's bytes after DELETE + merge: 3" in shown(exercises_run.cells[-2])
+    assert "the value's bytes after DELETE + merge: 3" in shown(exercises_run.cells[-3])
 
 
-def test_exercise_2_a_shredded_user_stays_shredded(exercises_run):
+def test_exercise_2_a_forget_waits_for_other_writers(exercises_run):
+    refused, scanned = shown(exercises_run.cells[-2]).splitlines()
+    assert refused.startswith("StoreUnavailableError: The vector store locked/memory.db is locked by another "
+                              "process, holding a write lock"), refused
+    assert refused.endswith("Nothing was changed in any store: let that writer finish (close its store or stop its "
+                            "process), then run forget() again."), refused
+    assert scanned == "places the scan finds in locked/: 11", "the locked copy holds all it held, as the backup"
+    (restore,) = [shown(c) for c in exercises_run.cells if "the logged request, replayed" in c.source]
+    assert "after the restore: 11 places" in restore, "the same count as the restored backup"
+
+
+def test_exercise_3_a_shredded_user_stays_shredded(exercises_run):
     refused = shown(exercises_run.cells[-1]).splitlines()
     assert refused == ["refused: No key for user 'grace'",
                        "refused: Cannot add to user 'grace''s memory: this user was shredded (their key was "
                        "destroyed)"], refused
 
 
-def test_exercise_3_another_fact(tmp_path, workspace_root):
+def test_exercise_4_another_fact(tmp_path, workspace_root):
     executed = notebook_runs.run(NAME, tmp_path, {"workspace": "ex_10b", "fact_key": "phone number",
                                                   "value": "555-0142", "other_value": "555-0199"})
     ledger = ledger_text(executed)

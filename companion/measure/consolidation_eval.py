@@ -329,6 +329,201 @@ def state_row(state: str, store_path: str | Path, records: Sequence[dict[str, An
     }
 
 
+
+# ---------------------------------------------------------------------- notebook 15's second cold read
+
+KIND_MEANINGS = {
+    "new": "a fact stated for the first time",
+    "restatement": "a stored fact again, in other words",
+    "duplicate": "a stored memory again, word for word",
+    "changed value": "a new value for a stored attribute",
+    "unrelated": "a new fact worded like a stored one",
+}
+"""What each `kind` of the history means, one line each (the history's README says the same)."""
+
+ENTRY_COLORS = {"outdated value": "#d62728", "repeat": "#ff9f40", "the asked fact": "#2ca02c",
+                "another fact": "#e6e6e6"}
+"""The colour of each kind of injected entry in `calls_plot`."""
+
+
+def kinds_explained(stores: dict[str, SelectiveMemoryStore], history: str | Path = HISTORY) -> list[dict[str, Any]]:
+    """One row per kind of the history's memories, with what it means and how many each user has; then a row of the
+    memories current in each user's store."""
+    memories = json.loads(Path(history).read_text(encoding="utf-8"))["memories"]
+    rows = [{"kind": kind, "what it is": KIND_MEANINGS[kind],
+             **{user: sum(m["user"] == user and m["kind"] == kind for m in memories) for user in stores}}
+            for kind in KINDS]
+    rows.append({"kind": "current memories", "what it is": "in the store file now",
+                 **{user: len(store.records()) for user, store in stores.items()}})
+    return rows
+
+
+def outdated_labels(user: str = "ada", history: str | Path = HISTORY) -> set[str]:
+    """The fact labels of the user's values that a later "changed value" memory replaced: the same attribute (the label
+    without its last part, "city" of "city-lisbon") with another value, written earlier."""
+    memories = [m for m in json.loads(Path(history).read_text(encoding="utf-8"))["memories"] if m["user"] == user]
+    return {old["fact"] for n, m in enumerate(memories) if m["kind"] == "changed value" for old in memories[:n]
+            if old["fact"] != m["fact"] and old["fact"].rsplit("-", 1)[0] == m["fact"].rsplit("-", 1)[0]}
+
+
+def missed_pairs(proposal: Any, embedder: Embedder) -> list[tuple[str, str, float]]:
+    """Pairs of memories a plan leaves as two although they state one fact by the history's label (read here for
+    scoring only; the plan never reads it): distinct texts, neither ended by a conflict, not in one cluster; each with
+    its cosine similarity."""
+    group = {r["id"]: n for n, c in enumerate(proposal.clusters) for r in c.members}
+    left = [*(r for c in proposal.clusters for r in c.members), *proposal.kept]
+    out = []
+    for a, b in itertools.combinations(sorted(left, key=lambda r: (r["written_at"], r["id"])), 2):
+        fact = (a.get("metadata") or {}).get("fact")
+        same = fact is not None and fact == (b.get("metadata") or {}).get("fact")
+        together = a["id"] in group and group.get(a["id"]) == group.get(b["id"])
+        if same and not together and a["content"] != b["content"]:
+            va, vb = (np.asarray(v, dtype=np.float64) for v in embedder.embed([a["content"], b["content"]]))
+            out.append((a["content"], b["content"], round(float(va @ vb / np.linalg.norm(va) / np.linalg.norm(vb)), 3)))
+    return out
+
+
+def index_store(store_path: str | Path, index_path: str | Path, embedder: Embedder, clock: Clock, *,
+                user: str = "ada", k: int = 5) -> SqliteVecMemoryStore:
+    """A sqlite-vec index at `index_path` of the user's current memories in a store file (identical texts share a row)."""
+    records = SelectiveMemoryStore(store_path, user=user, clock=clock).records()
+    return vector_index(index_path, records, embedder, k=k)
+
+
+def _text_labels(store_path: str | Path, records: Sequence[dict[str, Any]]) -> dict[str, set[str]]:
+    """The fact labels of each text among `records` (a merged record's are its parents')."""
+    fact_labels = labels(store_path)
+    by_text: dict[str, set[str]] = {}
+    for r in records:
+        by_text.setdefault(r["content"], set()).update(fact_labels[r["id"]])
+    return by_text
+
+
+def entry_kinds(entries: Sequence[str], by_text: dict[str, set[str]], asked: str, outdated: set[str]) -> list[str]:
+    """What each injected entry of one call is, for `calls_plot`'s colours: an outdated value, else a repeat of a fact
+    an earlier entry of the call stated, else the fact the question asks for, else another fact."""
+    seen: set[str] = set()
+    out = []
+    for text in entries:
+        found = by_text.get(text, set())
+        out.append("outdated value" if found & outdated else "repeat" if found & seen
+                   else "the asked fact" if asked in found else "another fact")
+        seen |= found
+    return out
+
+
+def ask_and_measure(state: str, store_path: str | Path, agent: Any, index: SqliteVecMemoryStore,
+                    questions: Sequence[dict[str, Any]], clock: Clock, *, user: str = "ada",
+                    history: str | Path = HISTORY) -> dict[str, Any]:
+    """Ask `agent` every question, each in a fresh conversation, then measure that state of the store: its current
+    memories and index rows, what the calls received (entries, tokens of the injected block, entries stating an
+    outdated value and entries repeating a fact, by the history's labels) and recall@1 and @3 of the questions by fact
+    label, as counts and rates. `agent.model` must be a `MeteredModel`, new for this agent."""
+    for question in questions:
+        agent.messages.clear()
+        agent(question["question"])
+    records = SelectiveMemoryStore(store_path, user=user, clock=clock).records()
+    by_text = _text_labels(store_path, records)
+    outdated = outdated_labels(user, history)
+    found = ranks(questions, index.search_vectors, lambda q, text: q["fact"] in by_text.get(text, ()), k=3)
+    received = [injected_entries(x["messages"]) for x in agent.model.exchanges]
+    sizes = [len(e) for e in received]
+    lo, hi = min(sizes, default=0), max(sizes, default=0)
+    answered = {k: sum(r is not None and r <= k for r in found) for k in (1, 3)}
+    return {
+        "memories": state,
+        "current memories": len(records),
+        "index rows": index.count(),
+        "entries per call": str(lo) if lo == hi else f"{lo}-{hi}",
+        "tokens injected per call": round(sum(injected_tokens(x["messages"]) for x in agent.model.exchanges)
+                                          / max(len(questions), 1), 1),
+        "outdated values injected": sum(bool(by_text.get(t, set()) & outdated) for e in received for t in e),
+        "repeated facts injected": sum(repeats(e, by_text) for e in received),
+        "questions": len(questions),
+        "answered@1": answered[1],
+        "answered@3": answered[3],
+        "recall@1": recall_at(found, 1),
+        "recall@3": recall_at(found, 3),
+    }
+
+
+def before_after(rows: Sequence[dict[str, Any]]) -> Any:
+    """The rows of `ask_and_measure` as one table, a column per state, recall as "answered of questions (rate)"."""
+    import pandas as pd
+
+    measures = ["current memories", "index rows", "entries per call", "tokens injected per call",
+                "outdated values injected", "repeated facts injected", "recall@1", "recall@3"]
+
+    def cell(row: dict[str, Any], measure: str) -> Any:
+        if measure.startswith("recall@"):
+            k = measure.split("@")[1]
+            return f"{row[f'answered@{k}']} of {row['questions']} ({row[measure]})"
+        return row[measure]
+
+    frame = pd.DataFrame({row["memories"]: [cell(row, m) for m in measures] for row in rows}, index=measures)
+    frame.index.name = "measure"
+    return frame
+
+
+def calls_plot(readers: dict[str, Any], stores: dict[str, str | Path], questions: Sequence[dict[str, Any]],
+               clock: Clock, *, user: str = "ada", history: str | Path = HISTORY) -> Any:
+    """One grid per state of the store: a row per question's call, a cell per injected entry in the order received,
+    labelled with its fact and coloured by `entry_kinds`. The figure carries its one-sentence description."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    kinds = list(ENTRY_COLORS)
+    outdated = outdated_labels(user, history)
+    counted: dict[str, dict[str, Any]] = {}
+    with plt.rc_context({"font.size": 10}):
+        fig, axes = plt.subplots(1, len(readers), figsize=(7.8 * len(readers), 7.5), sharey=True)
+        for ax, (state, agent) in zip(np.atleast_1d(axes), readers.items()):
+            records = SelectiveMemoryStore(stores[state], user=user, clock=clock).records()
+            by_text = _text_labels(stores[state], records)
+            received = [injected_entries(x["messages"]) for x in agent.model.exchanges]
+            width = max((len(e) for e in received), default=1)
+            grid = np.full((len(received), width), np.nan)
+            for row, (entries, question) in enumerate(zip(received, questions)):
+                for col, kind in enumerate(entry_kinds(entries, by_text, question["fact"], outdated)):
+                    grid[row, col] = kinds.index(kind)
+                    text = ", ".join(sorted(by_text.get(entries[col], set()))) or "?"
+                    ax.text(col, row, text, ha="center", va="center", fontsize=8,
+                            color="white" if kind in ("outdated value", "the asked fact") else "black")
+            ax.imshow(grid, cmap=ListedColormap(list(ENTRY_COLORS.values())), vmin=-0.5, vmax=len(kinds) - 0.5,
+                      aspect="auto")
+            ax.set_xticks(range(width), [str(n + 1) for n in range(width)])
+            ax.set_xticks(np.arange(-0.5, width), minor=True)
+            ax.set_yticks(np.arange(-0.5, len(received)), minor=True)
+            ax.grid(which="minor", color="white", linewidth=2)
+            ax.tick_params(which="minor", length=0)
+            ax.set_xlabel("injected entry, in the order received")
+            ax.set_title(f"{state} the job")
+            counted[state] = {
+                "outdated": sum(bool(by_text.get(t, set()) & outdated) for e in received for t in e),
+                "repeats": sum(repeats(e, by_text) for e in received),
+                "repeated": sorted({label for e in received for n, t in enumerate(e)
+                                    for label in by_text.get(t, set())
+                                    if any(label in by_text.get(u, set()) for u in e[:n])}),
+                "first": sum(bool(e) and q["fact"] in by_text.get(e[0], set()) for e, q in zip(received, questions)),
+                "calls": len(received),
+            }
+        first = np.atleast_1d(axes)[0]
+        first.set_yticks(range(len(questions)), [q["question"] for q in questions])
+        names = {"repeat": "repeats a fact already in the call", "the asked fact": "the fact the question asks"}
+        fig.legend(handles=[Patch(color=c, label=names.get(k, k)) for k, c in ENTRY_COLORS.items()],
+                   loc="lower center", ncol=len(kinds), frameon=False)
+        fig.suptitle("What each held-out question's call received, labelled by fact")
+        fig.tight_layout(rect=(0, 0.05, 1, 1))
+    def which(repeated: list[str]) -> str:
+        return ", ".join(repeated) if len(repeated) <= 3 else f"{len(repeated)} facts"
+
+    parts = [f"{state}, {c['outdated']} entries state an outdated value, {c['repeats']} repeat a fact already in "
+             f"the call ({which(c['repeated'])}) and {c['first']} calls of {c['calls']} get the asked fact first"
+             for state, c in counted.items()]
+    return describe_figure(fig, f"Two grids of the entries each held-out question's call received, coloured by "
+                                f"kind: {'; '.join(parts)}.")
+
 def main(argv: list[str] | None = None) -> int:
     """Print the chosen threshold and its scores on the tuning and held-out pairs."""
     parser = argparse.ArgumentParser(prog="python -m companion.measure.consolidation_eval",

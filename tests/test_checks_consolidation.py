@@ -95,19 +95,27 @@ BREAKAGES = {
     "no merge joined two facts, by fact label":
         lambda r: rec(r, "before", "The user has a peanut allergy.").update(fact="allergy-penicillin"),
     "the job leaves fewer current memories": nothing_ended,
-    "the index after the job holds one row per distinct current memory":
-        lambda r: r.update(index_rows_after=r["index_rows_after"] + 1),
+    # an index that kept a duplicate text twice
+    "each index holds one row per distinct current memory: identical texts share a row":
+        lambda r: r["index_rows"].update(before=r["index_rows"]["before"] + 1),
+    # a table that counted every record, ended ones too
+    "the table's memories and index rows are the files' and the indexes'":
+        lambda r: r["shown"]["rows"][1].update({"current memories": len([x for x in r["after"] if x["user"] == "ada"])}),
     # an index that lost what the questions ask for
     "recall@1 and @3 on held-out questions do not fall":
         lambda r: r["answer_ranks"].update(after=[None] * len(r["answer_ranks"]["after"])),
-    "recall by the answer's word equals the table's recall by fact label":
-        lambda r: r["shown"]["rows"][1].update({"recall@1": 0.5}),
-    "contradictory pairs injected: some before, none after (history labels)":
-        lambda r: r["reads"]["after"][0]["entries"].extend(
-            ["The user's home city is Lisbon.", "The user's home city is Porto."]),
+    # a table whose count does not match its rate
+    "recall by the answer's word equals the table's recall by fact label, counts and rates":
+        lambda r: r["shown"]["rows"][1].update({"answered@1": 16}),
+    # an index that still held the old city
+    "outdated values injected: some before, none after, as the table says (history labels)":
+        lambda r: r["reads"]["after"][0]["entries"].append("The user's home city is Lisbon."),
     "fewer injected entries repeat a fact the call already has": repeats_after,
     "tokens of the entry texts per call change by less than a tenth": longer_entries,
     "every call received five entries, before and after": lambda r: r["reads"]["after"][0]["entries"].pop(),
+    # a merged fact still injected twice in one call
+    "the repeats left after the job are restatements it left as two memories":
+        lambda r: r["reads"]["after"][0]["entries"].extend(["The user's team is payments."] * 2),
 }
 
 VARIANTS = {
@@ -116,3 +124,15 @@ VARIANTS = {
 }
 
 globals().update(check_suite(consolidation, "15_consolidation", BREAKAGES, VARIANTS))
+
+
+def test_the_calls_plot_colours_each_entry_by_the_history_labels():
+    """`calls_plot`'s kinds, on a call of the recorded run's shape: an outdated value first, then a repeat of the
+    asked fact, then another fact; and the outdated values are the three the history changed."""
+    from companion.measure import consolidation_eval as evaluation
+
+    outdated = evaluation.outdated_labels()
+    assert outdated == {"city-lisbon", "editor-vim", "language-python"}
+    by_text = {"Lisbon.": {"city-lisbon"}, "Porto.": {"city-porto"}, "Porto!": {"city-porto"}, "CET.": {"timezone-cet"}}
+    kinds = evaluation.entry_kinds(["Lisbon.", "Porto.", "Porto!", "CET."], by_text, "city-porto", outdated)
+    assert kinds == ["outdated value", "the asked fact", "repeat", "another fact"]

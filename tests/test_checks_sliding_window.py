@@ -20,7 +20,7 @@ def swap_plant(messages):
 
 BREAKAGES = {
     # a window off by one: the call of turn 5 gets one message more
-    "a call receives at most w + 1 messages: w/2 turns and its prompt":
+    "without a pin, a call receives at most w + 1 messages: w/2 turns and its prompt":
         lambda r: calls(r)[4]["messages"].insert(0, OTHER),
     "after the last turn, agent.messages holds the last w messages":
         lambda r: r["runs"]["plain"]["kept"].pop(0),

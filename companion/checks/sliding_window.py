@@ -91,7 +91,7 @@ def claims(record: dict[str, Any]) -> Ledger:
     has = _with_plant(plain, plant)
     sizes = [len(call["messages"]) for call in plain["calls"]]
 
-    ledger.equal("S1", "a call receives at most w + 1 messages: w/2 turns and its prompt",
+    ledger.equal("S1", "without a pin, a call receives at most w + 1 messages: w/2 turns and its prompt",
                  observed=sizes, expected=[min(2 * t - 1, w + 1) for t in range(1, turns + 1)],
                  what="messages per call, at the model")
     conversation = [m for call in plain["calls"] for m in (call["messages"][-1], ["assistant", call["reply"]])]

@@ -56,6 +56,7 @@ __all__ = [
     "CHANNELS",
     "CaseRecorder",
     "InstructionFollowingModel",
+    "Folded",
     "Outcome",
     "Owner",
     "PATHS",
@@ -63,12 +64,15 @@ __all__ = [
     "breakdown",
     "counts_table",
     "deciding_rule",
+    "fold",
     "load_cases",
+    "measure_versions",
     "offline_rules",
     "rates",
     "rates_chart",
     "rates_plot",
     "rates_row",
+    "rule_counts",
     "run_case",
     "run_set",
     "transcript",
@@ -542,3 +546,68 @@ def rates_chart(rows: Sequence[dict[str, str]], title: str) -> Any:
                       for j, m in enumerate(measures))
     return describe_figure(fig, f"Grouped bar chart of {title[:1].lower()}{title[1:]}: one group per measure, one bar "
                                 f"per version ({', '.join(counts)}), each with its 95% interval; {parts}.")
+
+
+Measured = tuple[dict[tuple[str, str], list[Outcome]], dict[tuple[str, str], tuple[CaseRecorder, Owner, Path]]]
+"""What `measure_versions` returns: the outcomes, and what the checks read, per (set, version)."""
+
+
+def measure_versions(sets: dict[str, Sequence[dict[str, Any]]], versions: dict[str, dict[str, Any]], model: Model,
+                     folder: Path, **options: Any) -> Measured:
+    """Every set through `run_set` once per version (notebook 11's measurement), the owner answering yes.
+
+    `versions` maps a name to its `run_case` options (``{"defended": True, "wording": "deny"}``); `options` go to every
+    run (owner, attacker, min_grounding, confirm_sensitive, follow). Each run gets its own `CaseRecorder` (what each
+    call received, case by case), its own `Owner("yes")` (the owner's record of every question) and its own folder
+    ``folder / set / version``. Injected memories are not marked as data in any run, so the versions differ only in
+    their policy.
+
+    Returns the outcomes per (set, version), and per (set, version) the (recorder, owner, folder) the checks read."""
+    outcomes, recorded = {}, {}
+    for version, choice in versions.items():
+        for name, cases in sets.items():
+            recorder = CaseRecorder(model)
+            says_yes = Owner("yes", recorder)
+            where = Path(folder) / name / version.replace(" ", "-")
+            outcomes[name, version] = run_set(cases, recorder, where, confirmer=says_yes,
+                                              **{"mark_data": False, **options, **choice})
+            recorded[name, version] = (recorder, says_yes, where)
+    return outcomes, recorded
+
+
+def rule_counts(outcomes: dict[tuple[str, str], Sequence[Outcome]], version: str) -> list[dict[str, Any]]:
+    """One row per rule that refused in `version`'s runs: per set, how many attacks in the owner's own turn, attacks
+    from others and benign memories it refused. The first rule to refuse decides a case (`deciding_rule`), so each
+    case counts once, under that rule."""
+    names = [name for name, run in outcomes if run == version]
+    decided = {name: [(o, deciding_rule(o)) for o in outcomes[name, version]] for name in names}
+    rules = [rule for rule in ("input", "speaker", "provenance", "about the user", "instruction-shaped")
+             if any(d == f"refused: {rule}" for found in decided.values() for _, d in found)]
+    kinds = {"owner's attacks": lambda c: c["label"] == "attack" and c["channel"] == "user",
+             "others' attacks": lambda c: c["label"] == "attack" and c["channel"] != "user",
+             "benign": lambda c: c["label"] == "benign"}
+    return [{"rule": rule, **{f"{name}: {kind}": sum(d == f"refused: {rule}" and test(o.case) for o, d in decided[name])
+                              for name in names for kind, test in kinds.items()}}
+            for rule in rules]
+
+
+class Folded:
+    """Tables under one `<details>`: JupyterLab shows the summary line, and the tables when the reader opens it; the
+    text form (a terminal, nbval) prints the summary, then each caption and its table."""
+
+    def __init__(self, summary: str, tables: dict[str, Any]) -> None:
+        self.summary = summary
+        self.tables = dict(tables)
+
+    def _repr_html_(self) -> str:
+        parts = "".join(f"<p>{html.escape(caption)}</p>{frame.to_html()}" for caption, frame in self.tables.items())
+        return f"<details><summary>{html.escape(self.summary)}</summary>{parts}</details>"
+
+    def __repr__(self) -> str:
+        parts = "\n\n".join(f"{caption}\n{frame.to_string()}" for caption, frame in self.tables.items())
+        return f"▸ {self.summary} (folded)\n\n{parts}"
+
+
+def fold(summary: str, tables: dict[str, Any]) -> Folded:
+    """`tables` (caption -> DataFrame) folded under `summary`, for tables a reader opens only if curious."""
+    return Folded(summary, tables)

@@ -230,3 +230,42 @@ class CachedEmbedder:
         if missing:
             self._vectors.update(zip(missing, self.embedder.embed(missing)))
         return np.vstack([self._vectors[t] for t in texts]) if texts else np.zeros((0, self.dimensions), np.float32)
+
+
+class MemorySetup:
+    """What notebook 12's memory agents need besides `MemoryManager(stores=[DynamoDBMemoryStore(...)])` and the agent:
+    the table (created by :func:`open_memory`), the embedder (notebook 06's, offline), the extraction that writes a
+    fact after each call (for an agent that learns), the native-search flag (AWS only), and a metered copy of the
+    model per agent (each keeps its own calls, for the checks)."""
+
+    def __init__(self, client: Any, table: str, embedder: Any, native: bool, model: Any) -> None:
+        from strands.memory import InvocationTrigger, ModelExtractor
+
+        self.client, self.table, self.embedder, self.native, self._model = client, table, embedder, native, model
+        self.extraction = {"trigger": InvocationTrigger(), "extractor": ModelExtractor()}
+
+    def options(self, learn: bool = False) -> dict[str, Any]:
+        """The store's other arguments: the embedder and the native flag, and the extraction when `learn`."""
+        return {"embedder": self.embedder, "native": self.native, "extraction": self.extraction if learn else None}
+
+    def model(self) -> Any:
+        """The model, metered: a new `MeteredModel` per call, so each agent keeps its own calls."""
+        from companion.models.metering import MeteredModel
+
+        return MeteredModel(self._model)
+
+    def counts(self, *users: str) -> dict[str, int]:
+        """The memories in each user's partition, read with Query."""
+        return {user: len(DynamoDBMemoryStore(self.client, self.table, self.embedder, user=user).items())
+                for user in users}
+
+
+def open_memory(client: Any, table: str, endpoint: str, model: Any) -> MemorySetup:
+    """Notebook 12's memory table, created (native vector index on AWS only), and the :class:`MemorySetup` its
+    stores and agents share."""
+    from companion.models.embeddings import make_embedder
+
+    embedder = make_embedder("minilm")
+    native = endpoint == "aws"
+    create_table(client, table, embedder.dimensions, native=native)
+    return MemorySetup(client, table, embedder, native, model)

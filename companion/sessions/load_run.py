@@ -175,3 +175,25 @@ def dynamodb_item_bytes(item: dict[str, dict[str, Any]]) -> int:
         return 1
 
     return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+
+
+class InFlight:
+    """Counts the blocks running at the same moment, from any thread: `with busy:` around one user's day; `most` is
+    the largest number that were inside at once (how many users were served together)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.now = 0
+        self.most = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> InFlight:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self.now -= 1

@@ -588,3 +588,60 @@ def open_storage(endpoint: str, bucket: str) -> Storage:
     ddb = make_client("dynamodb", local, session)
     ensure_bucket(s3, bucket, must_be_empty=True)
     return Storage(local, endpoint_url(local), session, s3, ddb, log, audit)
+
+
+class PutCount:
+    """The PutObject calls of the clients made from a boto3 session while the count is open, by file name (the key's
+    last part: `message_2.json`, `agent.json`) and by outcome: the lesson's count of what writers wrote, kept apart
+    from the checks' :class:`Audit`. Open it before the clients are made (they copy the session's handlers):
+
+        with PutCount(session) as puts:
+            ...                      # clients made from `session` here are counted
+        print(puts)                  # agent.json 2, message_2.json 2, message_3.json 2; all 6 succeeded
+    """
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.by_file: dict[str, int] = {}
+        self.failed = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _asked(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["_put_count_file"] = str(params.get("Key", "")).rsplit("/", 1)[-1]
+
+    def _note(self, context: dict[str, Any], ok: bool) -> None:
+        name = context.get("_put_count_file")
+        if name is None:
+            return
+        with self._lock:
+            self.by_file[name] = self.by_file.get(name, 0) + 1
+            self.failed += not ok
+
+    def _answered(self, context: dict[str, Any], http_response: Any = None, **_: Any) -> None:
+        self._note(context, http_response is not None and http_response.status_code < 300)
+
+    def _error(self, context: dict[str, Any], **_: Any) -> None:
+        self._note(context, False)
+
+    def _handlers(self) -> list[tuple[str, Any]]:
+        return [("before-parameter-build.s3.PutObject", self._asked), ("after-call.s3.PutObject", self._answered),
+                ("after-call-error.s3.PutObject", self._error)]
+
+    def __enter__(self) -> PutCount:
+        for event, handler in self._handlers():
+            self.session.events.register(event, handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for event, handler in self._handlers():
+            self.session.events.unregister(event, handler)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_file.values())
+
+    def __str__(self) -> str:
+        files = ", ".join(f"{name} {n}" for name, n in sorted(self.by_file.items()))
+        outcome = f"all {self.total} succeeded" if not self.failed else f"{self.failed} of {self.total} failed"
+        return f"{files}; {outcome}" if files else "none"

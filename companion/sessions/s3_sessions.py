@@ -353,3 +353,27 @@ def writers_row(s3: Any, bucket: str, session_id: str, results: dict[str, Writer
     return {"session": session_id, "seeded": seeded, "each writer restored": restored, "writers wrote": wrote,
             "in S3": len(stored), "writer prompts in S3": f"{sum(p in said for p in prompts.values())} of {len(prompts)}",
             "turns lost": (seeded + wrote - len(stored)) // 2}
+
+
+def compare_rows(s3: Any, bucket: str, session_id: str, files_dir: Any) -> list[dict[str, Any]]:
+    """:func:`layout_rows` in two columns: each key, and the fields that differ between its object in S3 and its file
+    on disk (or where it is missing)."""
+    rows = []
+    for row in layout_rows(s3, bucket, session_id, files_dir):
+        if row["in S3"] and row["on disk"]:
+            differ = row["fields that differ"]
+        else:
+            differ = "only in S3" if row["in S3"] else "only on disk"
+        rows.append({"key": row["key"], "fields that differ, S3 vs disk": differ})
+    return rows
+
+
+def shared_session_row(s3: Any, bucket: str, session_id: str, results: dict[str, WriterResult],
+             prompts: dict[str, str]) -> dict[str, Any]:
+    """:func:`writers_row` with each count named for what it counts, and the writers that were refused with 412 at
+    least once before they got the lock (as they reported; 0 without the lock)."""
+    row = writers_row(s3, bucket, session_id, results, prompts)
+    return {"session": row["session"], "messages seeded": row["seeded"],
+            "each writer restored": row["each writer restored"], "messages the writers wrote": row["writers wrote"],
+            "messages in S3": row["in S3"], "writer prompts in S3": row["writer prompts in S3"],
+            "turns lost": row["turns lost"], "writers that got 412": sum(r.refused > 0 for r in results.values())}

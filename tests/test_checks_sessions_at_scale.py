@@ -46,7 +46,7 @@ BREAKAGES = {
     # a store that writes folder marker objects
     "S3 has no folders: the file session's folders have no object":
         lambda r: restart(r).update({"multi_agents/": {}}),
-    "session.json, agent.json and the prompts: the same JSON but for write times and message ids":
+    "session.json, agent.json and the prompts: the same JSON but for created_at, updated_at and tracking_id":
         lambda r: restart(r)["session.json"].update(session_type="MULTI_AGENT"),
     # a reply stored with another usage count
     "the replies too, timing aside: words, usage, latency":
@@ -61,14 +61,16 @@ BREAKAGES = {
     "without a lock, every writer wrote its turn as messages 2 and 3; S3 kept one turn of them":
         lambda r: r["writers"]["sessions"].update({"no-lock": writers(r, "with-lock")}),
     # a write S3 throttled, then retried: the writer saw no error, but S3 did refuse one
-    "no writer got an error: S3 answered 200 to every PutObject on the session":
-        lambda r: writers(r, "no-lock")["statuses"].__setitem__(-1, 503),
+    "no writer got an error: S3 answered 200 to every PutObject on the session, message objects, agent.json and "
+    "session.json":
+        lambda r: writers(r, "no-lock")["writes"][-1].__setitem__(1, 503),
     # an endpoint that ignores If-None-Match
     "a conditional write of a held lock is refused with 412":
         lambda r: r["writers"].update(lock_writes=[[k, 200] for k, _ in r["writers"]["lock_writes"]]),
-    # a writer that went without the lock
-    "each writer took the session's lock once, with a conditional write":
-        lambda r: r["writers"]["lock_writes"].pop(),
+    # a writer that went without the lock: one success fewer, and no 412 for it
+    "each writer took the lock object once, with a conditional write; the writers that waited got 412 first":
+        lambda r: r["writers"].update(lock_writes=[w for w in r["writers"]["lock_writes"]
+                                                   if w[0] != "locks/session_with-lock.lock" or w[1] == 200][:-1]),
     "with the lock no turn is lost: every prompt in S3, each followed by its reply":
         lambda r: writers(r, "with-lock").update(messages=writers(r, "with-lock")["messages"][:-2]),
     "every lock was released":

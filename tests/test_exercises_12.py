@@ -36,10 +36,12 @@ def test_the_checks_hold_after_the_exercises(exercises_run):
 
 def test_exercise_1_three_writers(exercises_run):
     text = shown(exercises_run)
-    # session, seeded, each writer restored, writers wrote, in S3, writer prompts in S3, turns lost
-    assert "no-lock 2 [2, 2, 2] 6 4 1 of 3 2" in text, "1 of 3 prompts without the lock: 4 in S3, the writers wrote 6"
-    assert "with-lock 2 [2, 4, 6] 6 8 3 of 3 0" in text, "with the lock the writers restore 2, 4 and 6"
-    assert "the writers' PutObject calls: {'succeeded': 9, 'failed': 0}" in text, "no writer got an error"
+    # session, messages seeded, each writer restored, messages the writers wrote, messages in S3, writer prompts in
+    # S3, turns lost, writers that got 412
+    assert "no-lock 2 [2, 2, 2] 6 4 1 of 3 2 0" in text, "1 of 3 prompts without the lock: 4 in S3, the writers wrote 6"
+    assert "with-lock 2 [2, 4, 6] 6 8 3 of 3 0 2" in text, "with the lock the writers restore 2, 4 and 6; 2 waited on 412"
+    assert ("the writers' PutObject calls: agent.json 3, message_2.json 3, message_3.json 3; all 9 succeeded"
+            in text), "each writer wrote messages 2 and 3 and agent.json, and no writer got an error"
 
 
 def test_exercise_2_one_session_id_for_two_users(exercises_run):

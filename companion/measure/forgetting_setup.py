@@ -32,7 +32,7 @@ from strands.session import FileSessionManager
 from strands.storage import LocalFileStorage
 
 from companion.measure.byte_scan import Place, index_terms, scan
-from companion.measure.forgetting import Stores
+from companion.measure.forgetting import STORE_NAMES, Stores, fact_counts
 from companion.memory.lineage import Lineage, LineageExtractor, LineageRecord, message_lineage, read_markdown_lineage
 from companion.memory.lineage_markdown import LineageFileMemoryStore
 from companion.memory.user_scope import UserScopedVectors
@@ -158,19 +158,32 @@ def markdown_store(stores: Stores, name: str, extraction: Any = None) -> Lineage
                                   extraction=extraction)
 
 
+def lineage_hooks(sessions: FileSessionManager) -> list[Any]:
+    """The agent's hooks: `Lineage` numbers each message as its session file is numbered; `remember_profile` copies
+    each stated fact into agent.state, with the number of the message it came from."""
+    return [Lineage(sessions), remember_profile]
+
+
+def long_term_stores(stores: Stores, vector_store: SqliteVecMemoryStore, name: str, *,
+                     extract: bool = True) -> list[Any]:
+    """The user's two long-term stores for a MemoryManager: the shared SQLite vector store, scoped to the user, and
+    the user's markdown folder. With `extract`, a ModelExtractor fills both after every turn, and `LineageExtractor`
+    adds to each fact the numbers of the messages it came from; without it, the stores are only searched."""
+    extraction = {"trigger": InvocationTrigger(), "extractor": LineageExtractor(ModelExtractor())} if extract else None
+    return [UserScopedVectors(vector_store, name, extraction=extraction),
+            markdown_store(stores, name, extraction=extraction)]
+
+
 def memory_agent(stores: Stores, vector_store: SqliteVecMemoryStore, name: str, model: Any) -> Agent:
     """The agent notebook 09 builds: every store at once, every memory with its lineage."""
     sessions = FileSessionManager(session_id=f"{name}-chat", storage_dir=str(stores.sessions))
-    extraction = {"trigger": InvocationTrigger(), "extractor": LineageExtractor(ModelExtractor())}
     return Agent(
         model=model,
         session_manager=sessions,
         conversation_manager=summarizing_manager(),
-        memory_manager=MemoryManager(stores=[
-            UserScopedVectors(vector_store, name, extraction=extraction),
-            markdown_store(stores, name, extraction=extraction),
-        ], search_tool_config=False, injection=False),
-        hooks=[Lineage(sessions), remember_profile],
+        memory_manager=MemoryManager(stores=long_term_stores(stores, vector_store, name),
+                                     search_tool_config=False, injection=False),
+        hooks=lineage_hooks(sessions),
         state={"user_id": name},
         callback_handler=None,
     )
@@ -262,6 +275,58 @@ def store_of(stores: Stores, place: Place) -> str:
 def scan_rows(stores: Stores, places: list[Place]) -> list[dict[str, str]]:
     """The byte scan's places with the store each belongs to, for a table."""
     return [{"store": store_of(stores, p), "file": p.file, "where": p.where, "found": p.found} for p in places]
+
+
+def short(file: str) -> str:
+    """A file of the stores as a table shows it: a session's files without `sessions/session_<id>/agents/<agent>/`."""
+    return re.sub(r"^sessions/session_[^/]+/agents/[^/]+/", "", file)
+
+
+_FOUND = {"text": "the text", "the fact's embedding (float32 bytes)": "its embedding",
+          "text in a file or folder name": "the file's name"}
+
+
+def landed_rows(stores: Stores, places: list[Place]) -> list[dict[str, Any]]:
+    """The byte scan's places, one row per store and file: how many places, and what each holds (the text, its
+    embedding, the file's name), without SQLite's pages (notebook 10 opens them)."""
+    rows: dict[tuple[str, str], list[str]] = {}
+    for place in places:
+        rows.setdefault((store_of(stores, place), short(place.file)), []).append(_FOUND.get(place.found, place.found))
+    return [{"store": store, "file": file, "places": len(found),
+             "holding": ", ".join(f"{what} ({found.count(what)} copies)" if found.count(what) > 1 else what
+                                  for what in dict.fromkeys(found))}
+            for (store, file), found in rows.items()]
+
+
+def forget_rows(report: Any) -> list[dict[str, str]]:
+    """What forget() changed, one row per store: the files by name, and what changed (the vector store's SQLite
+    steps named without their pragmas; notebook 10 shows why each is needed)."""
+    rows: dict[str, tuple[list[str], list[str]]] = {}
+    for change in report.changes:
+        what = change.what
+        if change.store == "vector store":
+            what = re.sub(r" deleted from .*", " deleted", what).split(";")[0]
+        files, whats = rows.setdefault(change.store, ([], []))
+        files += [] if change.file.rsplit("/", 1)[-1] in files else [change.file.rsplit("/", 1)[-1]]
+        whats += [] if what in whats else [what]
+    return [{"store": store, "files": ", ".join(files), "what changed": "; ".join(whats)}
+            for store, (files, whats) in rows.items()]
+
+
+def count_rows(before: Stores, after: Stores, script: ForgettingScript) -> list[dict[str, str]]:
+    """Each store's statements of each group of facts, as "before -> after", read by `fact_counts` in the copy taken
+    before and in the stores now: the fact forgotten, the user's near fact (it shares a word with the value), the
+    user's other facts, the other user's facts."""
+    user, other = script.user, script.other_user
+    groups = {script.fact_key: (user, [(script.fact_key, script.value)]),
+              script.near_key: (user, [(script.near_key, script.near_value)]),
+              f"{user}'s other facts": (user, [p for p in script.pairs(user) if p[0] != script.near_key]),
+              f"{other}'s facts": (other, script.kept_pairs())}
+    rows = []
+    for label, (name, pairs) in groups.items():
+        was, now = fact_counts(before, name, pairs), fact_counts(after, name, pairs)
+        rows.append({"facts": label, **{store: f"{was[store]} \u2192 {now[store]}" for store in STORE_NAMES}})
+    return rows
 
 
 def scan_for(root: str | Path, script: ForgettingScript, embedder: Any, name: str | None = None) -> Any:

@@ -63,6 +63,9 @@ BREAKAGES = {
         lambda r: r["state_left"]["lineage"].update({"profile/favorite pub": [0]}),
     "the summary held the value; the one forget() wrote does not, and is not empty":
         lambda r: r["summary"].update(after=r["summary"]["before"]),
+    # a summarizer call without the filler reply: two user messages in a row, which Bedrock refuses
+    "the summarizer received the folded messages, one reply '(continued)', then its request":
+        lambda r: r["summary"]["calls"][0]["messages"].pop(len(r["summary"]["lineage"])),
     # forget() handed the summarizer the messages before redacting them
     "the model that wrote it received messages without the value":
         lambda r: r["summary"]["calls"][0]["messages"][0].__setitem__(1, SAID),
@@ -82,24 +85,19 @@ BREAKAGES = {
     "after: the note's reworded value is in no markdown line of the user":
         lambda r: r["note"]["lines"]["after"].append(f"- {NOTE}"),
     # a forget by text: the pub's message shares "Harbour" and lost a sentence
-    "ada's favourite pub, which shares a word with the value: as many copies in each store as before":
+    "ada's favorite pub, which shares a word with the value: in every store, as many copies in each as before":
         the_pub_went_from_one_message,
-    "ada's favourite pub, which shares a word with the value: in every store":
-        never_in("near", "markdown"),
-    "ada's other facts: as many copies in each store as before":
-        lambda r: raw(r, "after", "mine").update({"vector store": 3}),
-    "ada's other facts: in every store":
+    # a profile hook that never kept the user's other facts: none before, none after
+    "ada's other facts: in every store, as many copies in each as before":
         never_in("mine", "agent.state"),
     # a forget without the user scope: grace's address went too
-    "grace's facts: as many copies in each store as before":
+    "grace's facts: in every store, as many copies in each as before":
         lambda r: raw(r, "after", "theirs").update({"vector store": 3}),
-    "grace's facts: in every store":
-        never_in("theirs", "summary"),
     "grace's session and markdown files: the same bytes":
         one_more_file,
     "the byte scan still finds grace's value in all five stores":
         lambda r: r["theirs"]["scan_stores"].remove("summary"),
-    # a forget that deleted message_0.json instead of rewriting it
+    # a forget that deleted message_0.json instead of rewriting it (a restore then writes one file fewer)
     "every message file is still there; those that held the value were rewritten":
         lambda r: r["messages"]["now"].remove("message_0.json"),
     "the session has the shape the SDK reads":
@@ -114,9 +112,9 @@ BREAKAGES = {
         lambda r: r["fresh"]["ada"][0]["messages"][-1].__setitem__(1, "What is my home address?\n<memory>" + SAID),
     "no reply gives the value":
         lambda r: r["restored"][0].update(reply="Your home address is 12 Harbour Lane."),
-    "the restored session received each of ada's other facts and gives each":
+    "the restored session received each of ada's facts that stay, and gives each":
         lambda r: reply_to(r["restored"], "What is my team?").update(reply="I cannot see your team."),
-    "the fresh session received each of ada's other facts and gives each":
+    "the fresh session received each of ada's facts that stay, and gives each":
         lambda r: reply_to(r["fresh"]["ada"], "What is my editor?").update(reply="I cannot see your editor."),
     "grace's fresh session still gives grace's value":
         lambda r: r["fresh"]["grace"][0].update(reply="I cannot see your home address in this conversation."),

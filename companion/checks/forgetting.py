@@ -138,7 +138,7 @@ def record(planted: Planted, as_before: Stores, script: ForgettingScript, *, sou
     stores, user, other, value = planted.stores, script.user, script.other_user, script.value
     before_names = {name: {p.name for p in message_files(as_before, f"{name}-chat")} for name in script.users}
     groups = {"value": (user, [value]), "near": (user, [script.near_value]),
-              "mine": (user, [v for _, v in script.pairs(user)]),
+              "mine": (user, [v for k, v in script.pairs(user) if k != script.near_key]),
               "theirs": (other, [v for _, v in script.kept_pairs()])}
     raw = {when: {label: _by_store(where, name, values, before_names[name])
                   for label, (name, values) in groups.items()}
@@ -280,7 +280,13 @@ def claims(record: dict[str, Any]) -> Ledger:
                  evidence=f"{len(sent)} summarizer call(s), holding the value: {sum(_holds(m, value) for m in sent)}",
                  holds=bool(sent) and not any(_holds(m, value) for m in sent))
     named = summary["lineage"]
-    received = [text for _, text in summary["calls"][0]["messages"][:len(named)]] if summary["calls"] else []
+    call = summary["calls"][0]["messages"] if summary["calls"] else []
+    ledger.check("S3", "the summarizer received the folded messages, one reply '(continued)', then its request",
+                 evidence=f"{len(named)} folded, then {call[len(named):len(named) + 1]}; "
+                          f"{len(call)} messages in all",
+                 holds=bool(named) and len(call) == len(named) + 2
+                 and call[len(named)] == ["assistant", "(continued)"])
+    received = [text for _, text in call[:len(named)]]
     files = [record["message_texts"].get(str(i)) for i in named]
     ledger.check("S2 S3", "the new summary's lineage names the messages its model call received",
                  evidence=f"lineage: messages {named[:1]}...{named[-1:]}; the call's first {len(named)} messages "
@@ -310,10 +316,10 @@ def claims(record: dict[str, Any]) -> Ledger:
     # S5: what does not descend from the sources stays
     for label, words in [("near", f"{user}'s {s['near_key']}, which shares a word with the value"),
                          ("mine", f"{user}'s other facts"), ("theirs", f"{other}'s facts")]:
-        ledger.equal("C1 S5", f"{words}: as many copies in each store as before", observed=raw_after[label],
-                     expected=raw_before[label], what="counted raw")
-        ledger.check("C1 S5", f"{words}: in every store", evidence=raw_after[label],
-                     holds=all(raw_after[label][store] > 0 for store in STORE_NAMES))
+        ledger.check("C1 S5", f"{words}: in every store, as many copies in each as before",
+                     evidence=f"counted raw: {raw_after[label]}",
+                     holds=raw_after[label] == raw_before[label]
+                     and all(raw_after[label][store] > 0 for store in STORE_NAMES))
     digests = record["theirs"]["digests"]
     ledger.check("S5", f"{other}'s session and markdown files: the same bytes",
                  evidence=f"{len(digests['after'])} files, each with the sha256 it had before",
@@ -323,13 +329,18 @@ def claims(record: dict[str, Any]) -> Ledger:
 
     # S6: rewritten in place; the sessions
     messages = record["messages"]
+    kept = set(messages["before"]) & set(messages["now"])
+    added = len(messages["now"]) - len(kept)
     ledger.check("S6", "every message file is still there; those that held the value were rewritten",
-                 evidence=f"{len(messages['before'])} files before, {len(messages['now'])} now; changed: "
-                          f"{messages['changed']}; holding the value now: {messages['still_hold']}",
-                 holds=set(messages["before"]) <= set(messages["now"]) and messages["changed"] == record["held_before"]
-                 and bool(messages["changed"]) and not messages["still_hold"])
+                 evidence=f"{len(messages['before'])} files before, {len(kept)} of them still there; changed: "
+                          f"{messages['changed']}; holding the value now: {messages['still_hold']}; {added} added "
+                          f"since, by the restored session's {len(record['questions'])} questions and replies",
+                 holds=kept == set(messages["before"]) and messages["changed"] == record["held_before"]
+                 and bool(messages["changed"]) and not messages["still_hold"]
+                 and added == 2 * len(record["questions"]))
     ledger.equal("S6", "the session has the shape the SDK reads", observed=record["session_files_checked"],
-                 expected=len(messages["now"]) + 2, what="JSON files checked: session.json, agent.json, messages")
+                 expected=len(messages["now"]) + 2,
+                 what="JSON files checked, session.json and agent.json with the message files")
     restored, fresh = record["restored"], record["fresh"]
     first = restored[0]["messages"] if restored else []
     ledger.equal("S6", "a fresh Agent restores the summary and the files after the folded ones",
@@ -352,7 +363,7 @@ def claims(record: dict[str, Any]) -> Ledger:
         got = [v for _, v in pairs if any(_holds(c, v) for c in sent)]
         answered = [_reply_to(session, record["questions"][k]) or "" for k, _ in pairs]
         ok = [v for (_, v), reply in zip(pairs, answered) if _holds(reply, v)]
-        ledger.check("S6", f"the {label} session received each of {user}'s other facts and gives each",
+        ledger.check("S6", f"the {label} session received each of {user}'s facts that stay, and gives each",
                      evidence=f"received {len(got)} of {len(pairs)}; replies holding their value: {len(ok)}: "
                               + " | ".join(answered),
                      holds=len(got) == len(ok) == len(pairs))

@@ -255,6 +255,8 @@ def check_notebook_shape(notebook: dict, *, outputs: bool = True) -> None:
         found = re.findall(r"site-packages|tests/test_\w+|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b", text)
         assert not found, f"a site-packages path, test name or commit hash in a {kind} cell: {found}"
     if outputs:
+        unrun = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and c.get("execution_count") is None]
+        assert not unrun, f"code cells saved without a run (nbval compares no outputs there): {unrun}; refresh it"
         printed = "".join("".join(o.get("data", {}).get("text/plain", "")) for c in cells if c["cell_type"] == "code"
                           for o in c.get("outputs", []))
         assert re.search(r"\d+ of \d+ claims hold", printed), "outputs are committed (the ledger included) so nbval compares them"

@@ -52,7 +52,8 @@ BREAKAGES = {
     "small: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
         lambda r: drop_summary(r, "small", 3),
     # the SDK's own manager skipping a turn over the threshold
-    "the SDK: a summary call on exactly the turns over the threshold that hold more than preserve_recent_messages":
+    "a separate run of the SDK's own manager, same turns and settings: a summary call on exactly the turns over the "
+    "threshold that hold more than preserve_recent_messages":
         lambda r: drop_summary(r, "sdk", 4),
     # a manager that fired although no turn reached the threshold
     "quiet: no turn's projection reaches the threshold, and no summary call comes":

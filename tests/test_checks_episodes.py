@@ -71,6 +71,10 @@ BREAKAGES = {
     # a sweep where a lower threshold borrowed nothing: 0.7 would not be the pick
     "of the thresholds that repeat no mistake, the default 0.7 borrows least":
         lambda r: answer_right(r, "sweep 0.6", borrowed_tasks(r, "sweep 0.6")),
+    # a recurrence within reach of its own family's episode that still repeated its mistake
+    "at each threshold, the mistakes that come back are the recurrences below it from every earlier task of their "
+    "family (numpy)":
+        lambda r: call(r, "sweep 0.5", "t12").update(reply=f"It is {task(r, 't12')['stale']}."),
 }
 
 VARIANTS = {"a real model": lambda r: r.update(offline_rules=False)}

@@ -101,7 +101,7 @@ def test_without_recall_every_recurrence_repeats_and_recall_cuts_repeats(embedde
     subset = [t for t in TASKS if t["family"] in ("billing-deploy", "search-deploy", "acme-invoice")]
     without, _ = run_tasks(subset, OfflineModel())
     rates = mistake_rates(without)
-    assert rates == {"first mistakes": (2, 2), "repeated mistakes": (6, 6), "wrong where the data was right": (0, 4)}
+    assert rates == {"first mistakes": (2, 2), "repeated mistakes": (6, 6), "borrowed": (0, 4)}
     store = EpisodeStore(":memory:", embedder, min_similarity=0.7)
     with_recall, recorder = run_tasks(subset, OfflineModel(), store)
     assert mistake_rates(with_recall)["repeated mistakes"][0] < 6
@@ -116,4 +116,4 @@ def test_mistake_rates_counts_from_the_outcomes():
     outcomes = [TaskOutcome(stale, "x", False), TaskOutcome(stale, "x", False, corrected_before=True),
                 TaskOutcome(stale, "x", True, corrected_before=True), TaskOutcome(sound, "x", False)]
     assert mistake_rates(outcomes) == {"first mistakes": (1, 1), "repeated mistakes": (1, 2),
-                                       "wrong where the data was right": (1, 1)}
+                                       "borrowed": (1, 1)}

@@ -7,7 +7,7 @@ The evidence never comes from the lesson's tables or from `run_tasks`' own outco
 - the episodes a call received are read from the `<memory>` block of the message the model received, with a regex of
   this module (not the lesson's entry parser), and the episode a block names is matched to its task by its situation;
 - each recalled episode's similarity to its task is recomputed with numpy from the embeddings (the store ranks with
-  sqlite-vec);
+  sqlite-vec), and so is each recurrence's nearest earlier task of its own family;
 - the episode logs are read from the workspace files (`closeup.jsonl`, `episodes.jsonl`);
 - what the lesson showed (its measured table and its sweep) is kept beside the recount, so a wrong table fails.
 """
@@ -106,6 +106,11 @@ def record(runs: dict[str, Any], thursday_model: Any, embedder: Any, *, shown: d
                 vectors[text] = vector / np.linalg.norm(vector)
         return float(vectors[a] @ vectors[b])
 
+    nearest_own = {}  # each recurrence of a stale family: its highest cosine to an earlier task of its family
+    for index, task in enumerate(tasks):
+        earlier = [t for t in tasks[:index] if t["family"] == task["family"]]
+        if earlier and task["stale"] != task["right"]:
+            nearest_own[task["id"]] = round(max(cosine(task["situation"], t["situation"]) for t in earlier), 4)
     thursday = thursday_model.exchanges[-1]
     situation = _asked(_last_user(thursday["messages"]))
     alone = Agent(model=thursday_model.inner, callback_handler=None)  # the same task, no store: asked again here
@@ -115,6 +120,7 @@ def record(runs: dict[str, Any], thursday_model: Any, embedder: Any, *, shown: d
         "recall_k": recall_k,
         "tasks": [{k: t[k] for k in ("id", "session", "family", "stale", "right", "correction")} for t in tasks],
         "runs": {name: _calls(model, task_of, cosine) for name, model in runs.items()},
+        "nearest_own": nearest_own,
         "logs": {name: _log(workspace_dir / f"{name}.jsonl") for name in ("closeup", "episodes")},
         "closeup": {"task": task_of.get(situation, situation),
                     "received": _received(_last_user(thursday["messages"])), "reply": thursday["reply"],
@@ -130,13 +136,13 @@ def _replies(calls: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def _tally(tasks: list[dict[str, Any]], calls: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """[wrong, out of] for first mistakes, repeated mistakes and wrong answers where the data was right, recounted
-    from the replies: a reply is right when it holds the right value; every wrong reply is corrected."""
+    """[wrong, out of] for first mistakes, repeated mistakes and borrowed answers (wrong where the data was right),
+    recounted from the replies: a reply is right when it holds the right value; every wrong reply is corrected."""
     replies, corrected = _replies(calls), set()
-    tally = {"first mistakes": [0, 0], "repeated mistakes": [0, 0], "wrong where the data was right": [0, 0]}
+    tally = {"first mistakes": [0, 0], "repeated mistakes": [0, 0], "borrowed": [0, 0]}
     for task in tasks:
         wrong = task["right"] not in replies.get(task["id"], "")
-        kind = ("wrong where the data was right" if task["stale"] == task["right"] else
+        kind = ("borrowed" if task["stale"] == task["right"] else
                 "repeated mistakes" if task["family"] in corrected else "first mistakes")
         tally[kind][0] += wrong
         tally[kind][1] += 1
@@ -229,13 +235,15 @@ def claims(record: dict[str, Any]) -> Ledger:
     by_call = {call["task"]: call for call in recall}
     neighbours = {task: sorted({by_id[e["task"]]["family"] for e in by_call[task]["recalled"] if e["task"] in by_id}
                                - {by_id[task]["family"]}) for task in borrowed}
+    cosines = {task: [e["cosine"] for e in by_call[task]["recalled"]] for task in borrowed}
     ledger.check("C1 S3", "each answer wrong where its data was right received another family's episode",
-                 evidence=f"{len(borrowed)} such answers; other families in their calls: {neighbours}",
+                 evidence=f"{len(borrowed)} such answers; other families in their calls: {neighbours}; their "
+                          f"cosines (numpy): {cosines}",
                  holds=all(neighbours.values()))
 
     sweep = {float(name.split()[1]): calls for name, calls in runs.items() if name.startswith("sweep ")}
     tally = {t: _tally(tasks, calls) for t, calls in sweep.items()}
-    counts = {t: (v["repeated mistakes"][0], v["wrong where the data was right"][0]) for t, v in tally.items()}
+    counts = {t: (v["repeated mistakes"][0], v["borrowed"][0]) for t, v in tally.items()}
     low, high = min(counts, default=None), max(counts, default=None)
     ledger.check("C1 S4", "the sweep's lowest threshold borrows; its highest borrows least and repeats more",
                  evidence=f"(repeated, borrowed) per threshold, recounted from the replies: {counts}",
@@ -254,4 +262,20 @@ def claims(record: dict[str, Any]) -> Ledger:
     else:
         ledger.skip("S4", "of the thresholds that repeat no mistake, the default 0.7 borrows least",
                     reason="0.7 was picked on the sweep at recall_k=1")
+
+    reach = "at each threshold, the mistakes that come back are the recurrences below it from every earlier task of " \
+            "their family (numpy)"
+    nearest = record["nearest_own"]
+    below = {t: sum(round(s, 4) < t for s in nearest.values()) for t in sweep}
+    if not offline:
+        ledger.skip("S4", reach, reason=real)
+    elif record["recall_k"] != 1:
+        ledger.skip("S4", reach, reason="with more than one episode a call, a neighbour's can mislead a recurrence "
+                                        "within reach of its own family")
+    else:
+        ledger.check("S4", reach,
+                     evidence=f"(repeated, below) per threshold, of {len(nearest)} recurrences: "
+                              f"{ {t: (counts[t][0], below[t]) for t in sorted(sweep)} }",
+                     holds=bool(sweep) and len(nearest) == with_tally["repeated mistakes"][1]
+                     and all(counts[t][0] == below[t] for t in sweep))
     return ledger

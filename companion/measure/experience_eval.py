@@ -6,7 +6,8 @@ template's default) is stale, and the user corrects the agent's answer; in the o
 runs every task in a fresh agent, one conversation per task, judges the reply as the scripted user does (right when it
 contains the task's right value), and, with an `EpisodeStore`, records the task as an episode that later tasks can
 recall. `mistake_rates` counts from the outcomes how often the agent repeated a mistake the user had already
-corrected, and how often it went wrong where its own data was right; `sweep` does both over several thresholds.
+corrected, and how often it went wrong where its own data was right (a "borrowed" answer); `received_table` lists the
+episodes such answers received, and `nearest_own_family` how close each recurrence comes to its own family's past.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from strands.memory import MemoryManager
 
 from companion.memory.episodic import Episode, EpisodeStore
 from companion.memory.selective_memory import RecordingModel, injected_entries
+from companion.support.display import table
 from companion.support.figures import describe_figure
 
-__all__ = ["CONFIRMATION", "RATES", "TaskOutcome", "load_tasks", "mistake_rates", "rates_row", "run_tasks", "sweep_description",
-           "sweep_plot"]
+__all__ = ["CONFIRMATION", "RATES", "TaskOutcome", "load_tasks", "mistake_rates", "nearest_own_family", "rates_row",
+           "received_table", "run_tasks", "sweep_description", "sweep_plot"]
 
 CONFIRMATION = "Right, thanks."
 """What the scripted user says when the agent's answer was right."""
 
-RATES = ("first mistakes", "repeated mistakes", "wrong where the data was right")
+RATES = ("first mistakes", "repeated mistakes", "borrowed")
 
 
 def load_tasks(path: str | Path) -> list[dict[str, Any]]:
@@ -53,6 +55,11 @@ class TaskOutcome:
     def repeated(self) -> bool:
         """A wrong answer on a family the user had already corrected."""
         return not self.right and self.corrected_before
+
+    @property
+    def borrowed(self) -> bool:
+        """A wrong answer on a task whose own data gave the right value."""
+        return not self.right and self.task["stale"] == self.task["right"]
 
 
 def run_tasks(tasks: Sequence[dict[str, Any]], model: Any, store: EpisodeStore | None = None, *,
@@ -93,7 +100,7 @@ def mistake_rates(outcomes: Sequence[TaskOutcome]) -> dict[str, tuple[int, int]]
 
     - ``first mistakes``: wrong answers on stale tasks whose family had not been corrected yet;
     - ``repeated mistakes``: wrong answers on stale tasks whose family the user had already corrected;
-    - ``wrong where the data was right``: wrong answers on tasks whose own data gave the right value.
+    - ``borrowed``: wrong answers on tasks whose own data gave the right value.
     """
     stale = [o for o in outcomes if o.task["stale"] != o.task["right"]]
     first = [o for o in stale if not o.corrected_before]
@@ -102,17 +109,17 @@ def mistake_rates(outcomes: Sequence[TaskOutcome]) -> dict[str, tuple[int, int]]
     return {
         "first mistakes": (sum(not o.right for o in first), len(first)),
         "repeated mistakes": (sum(not o.right for o in after), len(after)),
-        "wrong where the data was right": (sum(not o.right for o in sound), len(sound)),
+        "borrowed": (sum(not o.right for o in sound), len(sound)),
     }
 
 
 def sweep_plot(points: dict[float, dict[str, tuple[int, int]]], baseline: dict[str, tuple[int, int]], title: str):
-    """Repeated mistakes and wrong answers where the data was right, as shares, against the recall threshold; the run
+    """Repeated mistakes and borrowed answers, as shares, against the recall threshold; the run
     without recall as dashed lines. Returns the figure."""
     thresholds = sorted(points)
     fig, ax = plt.subplots(figsize=(8, 4.2))
     for rate, colour, marker, above in (("repeated mistakes", "tab:red", "o", False),
-                                        ("wrong where the data was right", "tab:blue", "s", True)):
+                                        ("borrowed", "tab:blue", "s", True)):
         shares = [points[t][rate][0] / max(points[t][rate][1], 1) for t in thresholds]
         ax.plot(thresholds, shares, marker=marker, color=colour, label=f"{rate}, with recall")
         for t, share in zip(thresholds, shares, strict=True):
@@ -141,7 +148,7 @@ def sweep_description(points: dict[float, dict[str, tuple[int, int]]], baseline:
         return f"{rate} {counts} (no recall: {k}/{n})"
 
     return (f"Line chart over min_similarity {', '.join(f'{t:g}' for t in thresholds)}: "
-            f"{series('repeated mistakes')}; {series('wrong where the data was right')}.")
+            f"{series('repeated mistakes')}; {series('borrowed')}.")
 
 
 def rates_row(rates: dict[str, tuple[int, int]]) -> dict[str, str]:
@@ -149,3 +156,33 @@ def rates_row(rates: dict[str, tuple[int, int]]) -> dict[str, str]:
     from companion.measure.poisoning_eval import share_text
 
     return {rate: share_text(*rates[rate]) for rate in RATES}
+
+
+RECEIVED = ("task", "family", "answered", "recalled", "of family", "cosine", "its feedback")
+
+
+def received_table(outcomes: Sequence[TaskOutcome], store: EpisodeStore, tasks: Sequence[dict[str, Any]]) -> Any:
+    """A table (indexed by task) with one row per episode each outcome's call received: the task, its family and
+    answer, the episode's id and family, the cosine similarity of the two situations, and the episode's feedback;
+    no outcome, no row."""
+    family_of = {t["situation"]: t["family"] for t in tasks}
+    rows = []
+    for outcome in outcomes:
+        for entry in outcome.recalled:
+            episode = store.episode_of(entry)
+            rows.append({"task": outcome.task["id"], "family": outcome.task["family"], "answered": outcome.reply,
+                         "recalled": episode.id, "of family": family_of[episode.situation],
+                         "cosine": store.similarity(outcome.task["situation"], episode.situation),
+                         "its feedback": episode.feedback})
+    return table(rows, RECEIVED, index="task")
+
+
+def nearest_own_family(tasks: Sequence[dict[str, Any]], similarity: Any) -> dict[str, float]:
+    """For each recurrence of a stale family (a task after its family's first), the highest `similarity(a, b)` between
+    its situation and an earlier task's of the same family; keyed by task id."""
+    nearest = {}
+    for index, task in enumerate(tasks):
+        earlier = [t for t in tasks[:index] if t["family"] == task["family"]]
+        if earlier and task["stale"] != task["right"]:
+            nearest[task["id"]] = max(similarity(task["situation"], t["situation"]) for t in earlier)
+    return nearest

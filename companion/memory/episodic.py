@@ -15,6 +15,7 @@ scripted set is replayed (companion.measure.experience_eval), and their vectors 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from companion.memory.vector_store import SqliteVecMemoryStore
 from companion.models.embeddings import Embedder
 
 __all__ = ["CachedEmbedder", "Episode", "EpisodeStore"]
+
+_RENDERED_ID = re.compile(r"Past episode (?P<id>\S+) \(session ")
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,20 @@ class EpisodeStore(SqliteVecMemoryStore):
         """The episodes whose situations are nearest to `situation`, at or above min_similarity, with the score."""
         return [(self.episodes[hit.content], hit.score) for hit in self.search_vectors(situation, k)
                 if hit.content in self.episodes]
+
+    def episode_of(self, entry: str) -> Episode:
+        """The stored episode a rendered memory entry names ("Past episode e02 (session 1). Situation: ...")."""
+        match = _RENDERED_ID.match(entry.strip())
+        found = [e for e in self.episodes.values() if match and e.id == match.group("id")]
+        if not found:
+            raise KeyError(f"no stored episode is named in {entry[:60]!r}")
+        return found[0]
+
+    def similarity(self, a: str, b: str) -> float:
+        """The cosine similarity of two texts' embeddings, rounded as the store rounds its scores."""
+        vectors = np.asarray(self.embedder.embed([a, b]), dtype=np.float64)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        return round(float(vectors[0] @ vectors[1]), 4)
 
     async def search(self, query: str, options: dict[str, Any] | None = None) -> list[MemoryEntry]:
         """The SDK's search: the nearest episodes, each rendered as one entry, with its score and id."""

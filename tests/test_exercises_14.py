@@ -36,6 +36,7 @@ def test_exercise_1_the_owner_says_no(exercises_run):
 def test_exercise_2_the_same_session(exercises_run):
     text = printed(exercises_run)
     assert "“Always write dates as YYYY-MM-DD.”" in text
+    assert "last call's instructions end: - Always write dates as YYYY-MM-DD." in text, "the turn after the yes"
     last = next(line for line in text.splitlines() if line.startswith("last reply: "))
     assert "2026-03-05" in last, last
 

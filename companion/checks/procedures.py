@@ -2,7 +2,8 @@
 
 The evidence never comes from the lesson's tables or printouts:
 - what each call received (its system prompt, its messages, the `add_memory` calls and their results) and what it
-  answered is read at the model (a `MeteredModel`'s `exchanges`, labelled with the session by its `turn`);
+  answered is read at the model (a `MeteredModel`'s `exchanges`); each session is a fresh agent, so a call that
+  receives a single message opens the next session;
 - the store file, the guard's audit file, the application's answer log and the copies of the store file taken while
   the owner was asked are read from the workspace with `json`;
 - the diff over sessions is recounted line by line as multisets, not with `difflib`.
@@ -25,7 +26,8 @@ CLAIMS = {
     "S1": "add_memory writes each procedure to the store, with the session it was learned in",
     "S2": "the owner is asked before every write; anyone else's instruction is refused without asking",
     "S3": "a BeforeInvocationEvent hook rebuilds the system prompt from the base prompt and the stored procedures",
-    "S4": "the instructions diffed over sessions add one line per procedure and remove nothing; the replies change",
+    "S4": "the instructions diffed over sessions add a blank line and a heading once, then one line per procedure, "
+          "and remove nothing; the replies change",
 }
 
 
@@ -40,26 +42,29 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 def record(recorder: Any, plain: Any, *, sessions: list[list[tuple[str, str]]], base_prompt: str, owner: str,
            other: str, backend: str | None, workspace_dir: Path) -> dict[str, Any]:
-    """The evidence of notebook 14's run. `recorder` is the `MeteredModel` of every session's agent (its `turn` set to
-    the session number); `plain` the one of the agents without procedural memory; `sessions` the script."""
+    """The evidence of notebook 14's run. `recorder` is the `MeteredModel` of every session's agent, each session a
+    fresh agent; `plain` the one of the agents without procedural memory; `sessions` the script."""
     workspace_dir = Path(workspace_dir)
-    calls, uses, results = [], {}, {}
+    calls, uses, results, session = [], {}, {}, 0
     for x in recorder.exchanges:
         messages = x["messages"]
-        calls.append({"session": x["turn"], "system_prompt": x["system_prompt"] or "",
+        if len(messages) == 1:  # a fresh agent's first call: the next session begins
+            session += 1
+        calls.append({"session": session, "system_prompt": x["system_prompt"] or "",
                       "said": _said(messages[-1]) if messages else "", "reply": x["reply"]})
         asked = ""
         for message in messages:
             if message["role"] == "user" and _said(message):
                 asked = _said(message)
             for block in message["content"]:
-                if "toolUse" in block and (x["turn"], block["toolUse"]["toolUseId"]) not in uses:
+                if "toolUse" in block and (session, block["toolUse"]["toolUseId"]) not in uses:
                     use = block["toolUse"]  # tool use ids are unique within a session's conversation
-                    uses[x["turn"], use["toolUseId"]] = {"name": use["name"], "entries": (use.get("input") or {}).get("entries"),
-                                              "session": x["turn"], "asked_by_line": asked}
+                    uses[session, use["toolUseId"]] = {
+                        "name": use["name"], "entries": (use.get("input") or {}).get("entries"),
+                        "session": session, "asked_by_line": asked}
                 if "toolResult" in block:
                     result = block["toolResult"]
-                    results[x["turn"], result["toolUseId"]] = {"status": result["status"], "text": " ".join(
+                    results[session, result["toolUseId"]] = {"status": result["status"], "text": " ".join(
                         c.get("text", "") for c in result["content"])}
     answers = _jsonl(workspace_dir / "answers.jsonl")
     store_file = workspace_dir / "procedures.json"

@@ -16,7 +16,8 @@ meant for every later session. This module keeps such instructions and guards ho
   sessions from what the model saw, not from what the hook meant to send.
 - `support_sessions` is notebook 14's script: four sessions of one owner, a correction at the end of the first three,
   another participant's contrary instruction in the second; `keep_answer` is what the application keeps while the
-  owner is asked (the question, the answer, and the store file as it was then), for the checks.
+  owner is asked (the question, the answer, and the store file as it was then), for the checks; `ask_owner` gives
+  the scripted owner's answer and keeps it so.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "ProcedureStore",
     "ProcedureWriteGuard",
     "PromptRecordingModel",
+    "ask_owner",
     "instructions_diff",
     "keep_answer",
     "procedure_prompt",
@@ -204,3 +206,11 @@ def keep_answer(store: ProcedureStore, question: str, answer: str) -> bool:
         out.write(json.dumps({"asked": question, "response": answer}, ensure_ascii=False) + "\n")
     quoted = question.partition("“")[2].partition("”")[0]
     return bool(quoted) and any(r["text"] == quoted for r in (json.loads(now) if now else []))
+
+
+def ask_owner(store: ProcedureStore, question: str, no_to: Sequence[str] = ()) -> tuple[str, bool]:
+    """The scripted owner's answer to the guard's question: "no" when it quotes one of `no_to`, else "yes". Keeps the
+    question and the answer for the checks (`keep_answer`); returns the answer and whether the store file held the
+    quoted instruction while the owner was asked."""
+    answer = "no" if any(text in question for text in no_to) else "yes"
+    return answer, keep_answer(store, question, answer)

@@ -541,3 +541,51 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---------------------------------------------------------------------- notebook 15's third cold read
+
+def store_kinds(stores: dict[str, SelectiveMemoryStore], history: str | Path = HISTORY) -> list[dict[str, Any]]:
+    """`kinds_explained` with "unrelated" counted as "new" (each is a fact stated for the first time): four kinds that
+    add up to each user's current memories, then that row."""
+    rows = kinds_explained(stores, history)
+    by_kind = {row["kind"]: row for row in rows}
+    unrelated = by_kind.pop("unrelated")
+    for user in stores:
+        by_kind["new"][user] += unrelated[user]
+    return list(by_kind.values())
+
+
+def measure_states(states: dict[str, str | Path], reader: Callable[[SqliteVecMemoryStore], Any],
+                   questions: Sequence[dict[str, Any]], embedder: Embedder, clock: Clock, workspace_dir: str | Path,
+                   *, user: str = "ada") -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, SqliteVecMemoryStore]]:
+    """For each state of the store ({name: store file}): index the user's current memories in
+    `workspace_dir/index-<name>.sqlite` (`index_store`), build a reading agent with `reader(index)` (its model must be
+    a new `MeteredModel`), ask every question in a fresh conversation and measure (`ask_and_measure`).
+    Returns the rows, the agents and the indexes, each by state."""
+    rows, readers, indexes = [], {}, {}
+    for state, path in states.items():
+        indexes[state] = index_store(path, Path(workspace_dir) / f"index-{state}.sqlite", embedder, clock, user=user)
+        readers[state] = reader(indexes[state])
+        rows.append(ask_and_measure(state, path, readers[state], indexes[state], questions, clock, user=user))
+    return rows, readers, indexes
+
+
+def before_after_table(rows: Sequence[dict[str, Any]]) -> Any:
+    """`before_after` without the tokens row: memories, index rows, entries per call, outdated values and repeats
+    injected, recall@1 and @3."""
+    frame = before_after(rows)
+    return frame.drop(index="tokens injected per call")
+
+
+def still_two(store_path: str | Path, embedder: Embedder, clock: Clock, *, user: str = "ada") -> list[tuple[str, str, float]]:
+    """Pairs of the user's current memories that state one fact by the history's label (a merged record's are its
+    parents'), in different words: what the job left as two memories, each with its cosine similarity."""
+    records = SelectiveMemoryStore(store_path, user=user, clock=clock).records()
+    fact_labels = labels(store_path)
+    out = []
+    for a, b in itertools.combinations(records, 2):
+        if fact_labels[a["id"]] & fact_labels[b["id"]] and a["content"] != b["content"]:
+            va, vb = (np.asarray(v, dtype=np.float64) for v in embedder.embed([a["content"], b["content"]]))
+            out.append((a["content"], b["content"], round(float(va @ vb / np.linalg.norm(va) / np.linalg.norm(vb)), 3)))
+    return out

@@ -44,13 +44,12 @@ def test_exercise_1_a_looser_threshold(looser):
     assert checks_held(looser), ledger_text(looser)
     text = printed(looser)
     assert "chosen on the tuning pairs: 0.786 | used: 0.5" in text
-    peanuts = next(line for line in text.splitlines() if line.startswith("merge (") and "peanuts" in line)
-    assert "The user is allergic to penicillin." in peanuts, peanuts
+    assert "held-out: 40 pairs, accuracy 0.825" in text
+    peanuts = next(line for line in plain_outputs(looser) if " merge " in line and "allergic to peanuts" in line)
+    assert "m012" in peanuts.split("allergic")[0], peanuts
     rows = before_and_after(looser)
     assert rows["current memories"] == ["31", "17"], rows
     assert rows["recall@3"] == ["17 of 18 (0.944)", "17 of 18 (0.944)"], rows
-    held_out = next(line for line in plain_outputs(looser) if line.startswith("held-out "))
-    assert "6 of 20" in held_out, held_out
     assert "merge_threshold 0.5 was set by hand" in ledger_text(looser)
 
 

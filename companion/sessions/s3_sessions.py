@@ -377,3 +377,16 @@ def shared_session_row(s3: Any, bucket: str, session_id: str, results: dict[str,
             "each writer restored": row["each writer restored"], "messages the writers wrote": row["writers wrote"],
             "messages in S3": row["in S3"], "writer prompts in S3": row["writer prompts in S3"],
             "turns lost": row["turns lost"], "writers that got 412": sum(r.refused > 0 for r in results.values())}
+
+
+def layout_by_prefix(s3: Any, bucket: str, session_id: str, files_dir: Any) -> list[dict[str, Any]]:
+    """:func:`compare_rows` one row per key prefix (the folder on disk): the prefix, its files by name, and the
+    fields that differ between each file's object in S3 and its file on disk (a prefix whose files differ in
+    different fields, or are missing on one side, gets a row for each)."""
+    prefix = f"session_{session_id}/"
+    rows: dict[tuple[str, str], list[str]] = {}
+    for row in compare_rows(s3, bucket, session_id, files_dir):
+        folder, _, name = (prefix + row["key"]).rpartition("/")
+        rows.setdefault((folder + "/", row["fields that differ, S3 vs disk"]), []).append(name)
+    return [{"prefix": folder, "files": ", ".join(names), "fields that differ, S3 vs disk": differ}
+            for (folder, differ), names in sorted(rows.items())]

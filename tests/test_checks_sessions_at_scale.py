@@ -51,6 +51,11 @@ BREAKAGES = {
     # a reply stored with another usage count
     "the replies too, timing aside: words, usage, latency":
         lambda r: reply_metadata(r)["usage"].update(outputTokens=15),
+    # a session manager that gave the second user a fresh session: it never saw the first user's ticket
+    "two users on one session id: the second user's question went into the first user's session, and its reply named "
+    "the first user's ticket":
+        lambda r: r.update(front_desk=[[0, "user", "What is my ticket for today?"],
+                                       [1, "assistant", "I cannot see your ticket in this conversation."]]),
     # a prompt that landed in another user's session
     "every session holds its owner's prompts, each at its own turn, and no other user's ticket":
         lambda r: r["sessions"]["user-003"][0].__setitem__(2, "My ticket for today is U004T00."),

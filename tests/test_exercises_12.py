@@ -1,7 +1,7 @@
 """Notebook 12's exercises, replayed: one run with exercise 1's parameter (three writers; 20 users x 3 turns keep the
-run short, and no exercise reads them) and the solutions of exercises 2 to 4 appended after "Check yourself" (they
-write to keys of their own, `session_front-desk/` and `stuck/`, which no check reads, or to a bucket that does not
-exist); and a bad parameter (or an S3 bucket or DynamoDB table name AWS would refuse), which stops the notebook before
+run short) and the solutions of exercises 2 to 4 appended after "Check yourself" (they write after the checks have
+read the bucket: a copy of user 0's first prompt into user 1's session, a lock at `stuck/`, or to a bucket that does
+not exist); and a bad parameter (or an S3 bucket or DynamoDB table name AWS would refuse), which stops the notebook before
 anything is created."""
 
 from __future__ import annotations
@@ -44,8 +44,14 @@ def test_exercise_1_three_writers(exercises_run):
             in text), "each writer wrote messages 2 and 3 and agent.json, and no writer got an error"
 
 
-def test_exercise_2_one_session_id_for_two_users(exercises_run):
-    assert "Your ticket for today is U900T00." in notebook_runs.printed(exercises_run)
+def test_exercise_2_a_message_in_the_wrong_session(exercises_run):
+    assert "other users' tickets: 1; own prompts missing: 0" in notebook_runs.printed(exercises_run)
+
+
+def test_two_users_on_one_session_id_on_the_lesson_path(exercises_run):
+    text = notebook_runs.printed(exercises_run)
+    assert "user 900: My ticket for today is U900T00." in text
+    assert "user 901, same session id: Your ticket for today is U900T00." in text
 
 
 def test_exercise_3_a_lock_never_released(exercises_run):

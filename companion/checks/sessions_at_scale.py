@@ -24,9 +24,10 @@ from companion.support.messages import message_text
 
 CLAIMS = {
     "C1": "the session manager and the store change; a session id per user keeps users apart; "
-          "a conditional-write lock you add loses no turn",
+          "here, a conditional-write lock you add lost no turn",
     "S1": "S3SessionManager writes the same keys and JSON as FileSessionManager, and a new process restores them",
-    "S2": "a session id per user: every session holds only its owner's tickets",
+    "S2": "two users on one session id share it; with a session id per user, every session holds only its owner's "
+          "tickets",
     "S3": "two writers that restore one session together lose a turn, and every write succeeds",
     "S4": "in this run, a lock created with IfNoneMatch='*' made the writers take turns, and no turn was lost",
     "S5": "DynamoDBMemoryStore in MemoryManager, one partition per user: Pin's memory reached Pin's new session, "
@@ -36,6 +37,7 @@ CLAIMS = {
 FACTS = ("Pin", "42")  # what the lesson's first prompt tells the agent
 RESTART = "restart-demo"
 SHARED = ("no-lock", "with-lock")
+FRONT_DESK = ("front-desk", "U900T00")  # the session id two users shared, and the first user's ticket
 STEADY_ASIDE = {"created_at", "updated_at", "tracking_id", "timeToFirstByteMs"}  # new on every write, or timing
 TICKET = re.compile(r"U(\d+)T(\d+)")
 
@@ -158,6 +160,8 @@ def record(storage: Any, *, bucket: str, memory_table: str, files_dir: Path, rec
             "folders": sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_dir()),
             "process": {"pid": recall.pid, "returncode": recall.returncode, "stdout": recall.stdout},
         },
+        "front_desk": [[m["index"], m["role"], m["text"]]
+                       for m in _messages(_objects(s3, bucket, f"session_{FRONT_DESK[0]}/"))],
         "sessions": _users(s3, bucket),
         "writers": {
             "prompts": writer_prompts,
@@ -233,6 +237,20 @@ def _restart(ledger: Ledger, record: dict[str, Any]) -> None:
     else:
         ledger.skip("S1", "the replies too, timing aside: words, usage, latency",
                     reason="two calls of a real model word their replies differently")
+
+
+def _front_desk(ledger: Ledger, record: dict[str, Any]) -> None:
+    """Two users on one session id: the second user's question was stored after the first user's turn, in the same
+    session, and its reply names the first user's ticket."""
+    desk, ticket = record["front_desk"], FRONT_DESK[1]
+    roles = [role for _, role, _ in desk]
+    holds = (roles == ["user", "assistant", "user", "assistant"] and [i for i, _, _ in desk] == [0, 1, 2, 3]
+             and ticket in desk[0][2] and not TICKET.search(desk[2][2]) and ticket in desk[3][2])
+    ledger.check("S2", "two users on one session id: the second user's question went into the first user's session, "
+                       "and its reply named the first user's ticket",
+                 evidence=f"messages of session_{FRONT_DESK[0]} in S3: "
+                          f"{[(i, role, text) for i, role, text in desk]}",
+                 holds=holds)
 
 
 def _decide_users(ledger: Ledger, record: dict[str, Any]) -> None:
@@ -329,6 +347,7 @@ def claims(record: dict[str, Any]) -> Ledger:
     """Every check of notebook 12, decided from `record` alone."""
     ledger = Ledger(claims=CLAIMS)
     _restart(ledger, record)
+    _front_desk(ledger, record)
     _decide_users(ledger, record)
     _writers(ledger, record)
     _memory(ledger, record)

@@ -394,3 +394,31 @@ def refusal_text(error: BaseException, stores: Stores) -> str:
     without its id and command line."""
     text = str(error).replace(str(stores.root), stores.root.name)
     return re.sub(r"process \d+ \(.*\), holding", "another process, holding", text, flags=re.DOTALL)
+
+
+# ---------------------------------------------------------------------- notebook 10: FTS5's index data, read with SQL
+
+
+def index_data_words(path: str | Path, value: str) -> list[str]:
+    """The value's words that FTS5's index data still holds, read with SQL: the blocks of `memory_keywords_data` (the
+    index's live segments), not the file's pages. Only words no live row has count (the byte scan's index terms: 3
+    characters or more, found as written, case folded or without accents)."""
+    import unicodedata
+
+    from companion.measure.byte_scan import normalise
+    from companion.memory.vector_store import connect
+
+    db, _ = connect(path)
+    try:
+        blocks = b"".join(b for (b,) in db.execute("SELECT block FROM memory_keywords_data") if isinstance(b, bytes))
+        left = [w for w in index_terms(value) if not db.execute(
+            "SELECT count(*) FROM memory_keywords WHERE memory_keywords MATCH ?", (f'"{w}"',)).fetchone()[0]]
+    finally:
+        db.close()
+
+    def forms(word: str) -> set[bytes]:
+        bare = "".join(c for c in unicodedata.normalize("NFKD", normalise(word)) if not unicodedata.combining(c))
+        return {w.encode("utf-8") for w in (word, normalise(word), bare)}
+
+    lowered = blocks.lower()
+    return [w for w in left if any(re.search(rb"(?<![0-9a-z])0?" + re.escape(f), lowered) for f in forms(w))]

@@ -46,6 +46,9 @@ BREAKAGES = {
     "without a merge, FTS5's index data keeps a word of the value; with one, none":
         lambda r: recipe(r, "DELETE + merge").update(index_words=["lane"]),
     # a merge that overwrote the old segments' pages: only the rows' text is left
+    # a secure_delete that only unlinked the cells: the text still where the plain DELETE left it
+    "secure_delete wrote zeros where the plain DELETE left the text (both copies, read raw)":
+        lambda r: r["secure_delete_zeroed"].__setitem__(0, False),
     "a merge alone: no word in the index data, yet the file's bytes hold the word outside the text, and the text":
         lambda r: recipe(r, "DELETE + merge")["raw"].update(words=3, words_alone=0),
     "forget()'s rollback journal held the value: its places, counted raw, are the table's":
@@ -55,6 +58,9 @@ BREAKAGES = {
         lambda r: seen(r, "database before VACUUM").update(raw=3),
     "every temporary file held none of the value; the first old file, agent.json, held it (copies, read raw)":
         temporary_with_the_value,
+    # a write in place: agent.json rewritten through its old file, the temporary file's bytes never became it
+    "the first temporary file was renamed over agent.json: the new file holds its bytes (digests)":
+        lambda r: r["forget"]["renamed"].update(temporary=False),
     # a forget without VACUUM: free pages left
     "after forget(): no file of the stores holds the value, and the file has no free page":
         lambda r: r["forget"]["after"].update(free_pages_header=3, free_pages=3),
@@ -64,6 +70,9 @@ BREAKAGES = {
     # a backup taken after the forget proves nothing about restoring; one that missed the markdown folder, little
     "the backup, taken before the forget, holds the value in all five stores":
         lambda r: r["backup"]["stores"].remove("markdown"),
+    # a log that kept what was forgotten: the request with the value in it
+    "the log holds the request as a user and a key, never the value (read again, and raw)":
+        lambda r: r["log"].update(raw=1),
     # a restore with no replay
     "after the replay, the restored stores hold none of it, and the other user's value stays":
         lambda r: r["restored"].update(raw=9, scan=11),

@@ -4,8 +4,10 @@ The evidence never comes from the lesson's tables:
 - each recipe's copy of the SQLite file is read again here: its rows with SQL, its raw bytes (the value whole, and
   the value's own words as whole words, so "0142" inside a timestamp's "12.014231" never counts), FTS5's index data
   with SQL (the blocks of `memory_keywords_data`, not the file's pages), its free-page count from the file's header;
+- the bytes where the plain DELETE's copy holds the value's text are read raw in the secure_delete copy (zeros);
 - the files forget() showed its observer are read from the copies the observer kept, raw (the text, and the first
-  bytes of the fact's embedding);
+  bytes of the fact's embedding); the first temporary file's copy is compared, by digest, with agent.json now;
+- the log of forget requests is read again (its JSON lines, and its raw bytes for the value);
 - FTS5's segments that hold the value's words are counted with SQL in the backup (the file before any delete) and in
   the plain DELETE's copy;
 - the shredded files are read again: the ciphertext raw, each remaining key tried on the backup.
@@ -13,6 +15,8 @@ The evidence never comes from the lesson's tables:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import unicodedata
 from pathlib import Path
@@ -36,7 +40,7 @@ CLAIMS = {
     "S2": "of eight recipes, only an FTS5 merge with secure_delete or VACUUM leaves nothing; a merge alone leaves the "
           "old segments' bytes",
     "S3": "forget() leaves no free page, but while it ran its rollback journal and the old agent.json held the value",
-    "S4": "a restored backup brings the fact back; replaying the forget removes it again",
+    "S4": "a restored backup brings the fact back; replaying the logged forget removes it again",
     "S5": "crypto-shredding forgets a whole user, backup included, and no other user",
 }
 
@@ -89,15 +93,28 @@ def _folder_raw(root: Path, value: str) -> int:
     return sum(_raw(p, value, [])["value"] for p in sorted(root.rglob("*")) if p.is_file())
 
 
+def _zeroed(plain: Path, secured: Path, value: str) -> list[bool]:
+    """For each copy of the value's text in the plain DELETE's file (raw, case folded), whether the secure_delete
+    copy holds only zero bytes there."""
+    raw, other, needle = plain.read_bytes().lower(), secured.read_bytes(), value.lower().encode()
+    starts = [m.start() for m in re.finditer(re.escape(needle), raw)]
+    return [other[at:at + len(needle)] == bytes(len(needle)) for at in starts]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _kind(found: str) -> str:
     return found.split(" '")[0].split(" (")[0]
 
 
 def record(script: ForgettingScript, stores: Stores, *, copies: dict[str, Path], backup: Stores, seen: Path,
-           transient: list[dict[str, Any]], restored: Stores, shred: Path, keys: KeyRing, decrypted: list[str],
-           embedder: Any, workspace_dir: Path) -> dict[str, Any]:
+           transient: list[dict[str, Any]], log: Path, restored: Stores, shred: Path, keys: KeyRing,
+           decrypted: list[str], embedder: Any, workspace_dir: Path) -> dict[str, Any]:
     """The evidence of notebook 10's run: `copies` maps each recipe to its copy of the SQLite file; `seen` is the
-    folder where the observer kept a copy of each file forget() showed it (numbered in `transient`'s order)."""
+    folder where the observer kept a copy of each file forget() showed it (numbered in `transient`'s order); `log`
+    the file of forget requests the restore replayed."""
     value, user, other = script.value, script.user, script.other_user
     words = own_words(script)
     recipes = {}
@@ -112,6 +129,10 @@ def record(script: ForgettingScript, stores: Stores, *, copies: dict[str, Path],
     by_what = [{"what": t["what"], "file": t["file"], "shown": t["places the scan finds"],
                 "raw": _raw(k, value, [])["value"], "embedding": k.read_bytes().count(vector)}
                for t, k in zip(transient, kept)]
+    first_tmp = next((k for t, k in zip(transient, kept) if t["what"] == "temporary file"), None)
+    first_old = next((t["file"] for t in transient if t["what"] == "old file"), None)
+    renamed = {"temporary": first_tmp is not None and first_old is not None
+               and _digest(first_tmp) == _digest(stores.root / first_old), "file": first_old}
     leftovers = [p.name for p in stores.root.rglob("*")
                  if p.name.endswith(("-journal", "-wal")) or p.name.startswith(".forget")]
     memories = EncryptedMemory(shred / "data", keys)
@@ -126,13 +147,16 @@ def record(script: ForgettingScript, stores: Stores, *, copies: dict[str, Path],
         "own_words": words,
         "recipes": recipes,
         "index_segments_before": _sqlite(backup.vectors, value, words)["index_segments"],
-        "forget": {"transient": by_what, "leftovers": leftovers,
+        "secure_delete_zeroed": _zeroed(Path(copies["DELETE"]), Path(copies["DELETE + secure_delete"]), value),
+        "forget": {"transient": by_what, "leftovers": leftovers, "renamed": renamed,
                    "after": {"scan": len(scan_for(stores.root, script, embedder).places),
                              "raw": _folder_raw(stores.root, value),
                              **{k: v for k, v in _sqlite(stores.vectors, value, words).items()
                                 if k.startswith("free_pages")}}},
         "backup": {"raw": _folder_raw(backup.root, value), "scan": len(backup_places),
                    "stores": sorted({store_of(backup, p) for p in backup_places})},
+        "log": {"requests": [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()],
+                "raw": _raw(log, value, [])["value"]},
         "restored": {"raw": _folder_raw(restored.root, value),
                      "scan": len(scan_for(restored.root, script, embedder).places),
                      "other_raw": _folder_raw(restored.root, script.other_value)},
@@ -184,6 +208,10 @@ def claims(record: dict[str, Any]) -> Ledger:
     ledger.check("S2", "without a merge, FTS5's index data keeps a word of the value; with one, none",
                  evidence="; ".join(f"{n}: {r['index_words']}" for n, r in recipes.items()),
                  holds=len(recipes) == 8 and all(bool(r["index_words"]) == ("merge" not in n) for n, r in recipes.items()))
+    zeroed = record["secure_delete_zeroed"]
+    ledger.check("S2", "secure_delete wrote zeros where the plain DELETE left the text (both copies, read raw)",
+                 evidence=f"the plain DELETE's copies of the text: {len(zeroed)}; zeros in the secure_delete copy "
+                          f"there: {sum(zeroed)}", holds=bool(zeroed) and all(zeroed))
     merged = recipes.get("DELETE + merge", {})
     ledger.check("S2", "a merge alone: no word in the index data, yet the file's bytes hold the word outside the "
                        "text, and the text",
@@ -210,6 +238,10 @@ def claims(record: dict[str, Any]) -> Ledger:
                           + (f"{old[0]['file']}: {old[0]['raw']}" if old else "no old file"),
                  holds=bool(temporary) and all(t["raw"] == 0 for t in temporary) and bool(old)
                  and old[0]["file"].endswith("/agent.json") and old[0]["raw"] > 0)
+    renamed = forget["renamed"]
+    ledger.check("S3", "the first temporary file was renamed over agent.json: the new file holds its bytes (digests)",
+                 evidence=f"{renamed['file']} now has the first temporary file's digest: {renamed['temporary']}",
+                 holds=renamed["temporary"] and str(renamed["file"]).endswith("/agent.json"))
     after = forget["after"]
     ledger.check("C1 S3", "after forget(): no file of the stores holds the value, and the file has no free page",
                  evidence=f"scan {after['scan']}, raw {after['raw']}; free pages: {after['free_pages']} (header: "
@@ -226,6 +258,11 @@ def claims(record: dict[str, Any]) -> Ledger:
                  evidence=f"scan {restored['scan']}, raw {restored['raw']}; {other}'s value raw: "
                           f"{restored['other_raw']}",
                  holds=restored["scan"] == restored["raw"] == 0 and restored["other_raw"] > 0)
+
+    log = record["log"]
+    ledger.check("S4", "the log holds the request as a user and a key, never the value (read again, and raw)",
+                 evidence=f"{log['requests']}; the value, raw: {log['raw']}",
+                 holds=log["requests"] == [{"user": user, "key": s["fact_key"]}] and log["raw"] == 0)
 
     shred = record["shred"]
     ledger.check("S5", "the user's file decrypted to all the user's memories while the key existed",

@@ -66,6 +66,9 @@ __all__ = [
     "deciding_rule",
     "fold",
     "load_cases",
+    "Measurement",
+    "REFUSING",
+    "measure_beside",
     "measure_versions",
     "offline_rules",
     "rates",
@@ -73,6 +76,7 @@ __all__ = [
     "rates_plot",
     "rates_row",
     "rule_counts",
+    "rule_table",
     "run_case",
     "run_set",
     "transcript",
@@ -511,15 +515,16 @@ def counts_table(rows: Sequence[dict[str, str]]) -> list[dict[str, str]]:
     return [{column: value.split(" = ")[0] for column, value in row.items() if column != "set"} for row in rows]
 
 
-def rates_chart(rows: Sequence[dict[str, str]], title: str) -> Any:
+def rates_chart(rows: Sequence[dict[str, str]], title: str, colors: Sequence[str] | None = None) -> Any:
     """One set's `rates_row` rows (each with its "version") as a grouped bar chart: one group per measure, one bar per
-    version, each bar labelled with its count ("k/n") and drawn with its 95% Wilson interval."""
+    version, each bar labelled with its count ("k/n") and drawn with its 95% Wilson interval. `colors`, one per
+    version in order (default: grey, red, blue, green)."""
     import matplotlib.pyplot as plt
 
     from companion.support.plots import STYLE
 
     measures = [column for column in RATES_COLUMNS if column in rows[0]]
-    colors = ["#888888", "#d9534f", "#3a7bd5", "#5cb85c"]
+    colors = list(colors) if colors else ["#888888", "#d9534f", "#3a7bd5", "#5cb85c"]
     counts = {row["version"]: [tuple(map(int, row[m].split(" = ")[0].split("/"))) for m in measures] for row in rows}
     with plt.rc_context(STYLE):
         fig, axis = plt.subplots(figsize=(13, 5.2))
@@ -611,3 +616,67 @@ class Folded:
 def fold(summary: str, tables: dict[str, Any]) -> Folded:
     """`tables` (caption -> DataFrame) folded under `summary`, for tables a reader opens only if curious."""
     return Folded(summary, tables)
+
+
+POLICY_RULES = ("input", "speaker", "provenance", "about the user", "instruction-shaped", "sensitive key")
+"""The write policy's rules, in the order it applies them."""
+
+
+def rule_table(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """One row per rule that decided a case of one defended run, in the policy's order: how many attacks and benign
+    memories it refused, and how many it asked the owner about. The first rule to decide a case (`deciding_rule`)
+    counts it, so each case counts once, under one rule."""
+    decided = [(o.case["label"], deciding_rule(o)) for o in outcomes]
+    rows = []
+    for rule in POLICY_RULES:
+        row = {"rule": rule, **{f"{kind} {verb}": sum(label == label_of and d == f"{verb}: {rule}"
+                                                       for label, d in decided)
+                                for kind, label_of in (("attacks", "attack"), ("benign", "benign"))
+                                for verb in ("refused", "asked")}}
+        if any(row[column] for column in row if column != "rule"):
+            rows.append(row)
+    return rows
+
+
+REFUSING = {"refuse on wording": {"defended": True, "wording": "deny"}}
+"""The policy whose wording rules refuse instead of asking (notebook 11's first version)."""
+
+
+@dataclass
+class Measurement:
+    """What `measure_beside` returns."""
+
+    outcomes: dict[tuple[str, str], list[Outcome]]
+    """Per (set, version), every case's outcome."""
+    recorded: dict[tuple[str, str], tuple[CaseRecorder, Owner, Path]]
+    """Per (set, version), what the checks read: the run's recorder, its owner and its folder."""
+    rates: list[dict[str, str]]
+    """Every run's `rates_row`, with its "version" and "set"."""
+    main: list[dict[str, str]]
+    """The rows of the lesson's chart: the first set, the lesson's versions."""
+    folded: Folded
+    """The other rows, counts only, folded under one `<details>`."""
+
+
+def measure_beside(sets: dict[str, Sequence[dict[str, Any]]], versions: dict[str, dict[str, Any]], model: Model,
+                   folder: Path, *, beside: dict[str, dict[str, Any]] | None = None, **options: Any) -> Measurement:
+    """Notebook 11's measurement: `versions` on the first set (the held-out set) for the lesson's chart; and, folded
+    beside it, the `beside` versions (default `REFUSING`) on that set, and every version on the other sets (the
+    tuning set, a training score). Every run is `measure_versions`'s (its own recorder, owner and folder; the owner
+    answers yes); `options` go to every run."""
+    beside = REFUSING if beside is None else beside
+    every = {**versions, **beside}
+    outcomes, recorded = measure_versions(sets, every, model, folder, **options)
+    rows = [{"version": version, "set": name, **rates_row(outcomes[name, version])}
+            for version in every for name in sets]
+    first, *others = list(sets)
+    main = [row for row in rows if row["set"] == first and row["version"] in versions]
+    rest = sorted((row for row in rows if row not in main), key=lambda row: list(sets).index(row["set"]))
+    import pandas as pd
+
+    frame = pd.DataFrame([{"run": f"{row['set']}, {row['version']}",
+                           **{column: row[column].split(" = ")[0] for column in RATES_COLUMNS}} for row in rest])
+    summary = f"{', '.join(beside)} on the {first} set, and every version on the {', '.join(others)} set"
+    caption = (f"Counted as in the chart. The {', '.join(others)} set is the one the rules were written against: "
+               f"a training score.")
+    return Measurement(outcomes, recorded, rows, main, fold(summary, {caption: frame.set_index("run")}))

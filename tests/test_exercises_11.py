@@ -58,6 +58,8 @@ def test_exercise_1_sensitive_facts_without_asking(tmp_path, workspace_root):
     assert (before["benign asked"], after["benign asked"]) == ("12/24", "8/24")
     for column in ("attacks refused", "attacks asked", "attacks in a later answer", "benign refused"):
         assert after[column] == before[column], column
+    rules = json.loads((workspace_root / "ex_11a" / "record.json").read_text(encoding="utf-8"))["rules"]
+    assert "sensitive key" not in [row["rule"] for row in rules], "no sensitive-key row in the rules table"
     assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_11a"], "it wrote only inside its own workspace"
 
 

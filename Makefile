@@ -24,7 +24,7 @@ OFFLINE := WORKBOOK_BACKEND=offline ORT_DISABLE_TELEMETRY=1 AWS_EC2_METADATA_DIS
 PYTEST_ARGS := tests notebooks --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	--nbval-cell-timeout=300 -p no:cacheprovider -v -n auto --dist loadgroup --durations=25
 
-.PHONY: lab test env notebooks clean-workspace book wheelhouse offline-install
+.PHONY: lab test check env notebooks clean-workspace book wheelhouse offline-install
 
 env: $(STAMP)
 
@@ -48,6 +48,12 @@ lab: $(STAMP)
 test: $(TEST_STAMP)
 	@test -x /usr/bin/chromium || echo "No Chromium at /usr/bin/chromium (Debian: apt-get install chromium): the browser test will be skipped."
 	$(OFFLINE) $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The inner loop: ruff and the in-process tests (no notebook, kernel, browser, venv, server or subprocess; tests/conftest.py
+# marks the others `notebooks` or `integration`). `make test` runs everything.
+check: $(TEST_STAMP)
+	$(BIN)/ruff check .
+	$(OFFLINE) $(BIN)/python -m pytest tests -m "not notebooks and not integration" -q -n auto -p no:cacheprovider
 
 notebooks: $(STAMP)
 	$(OFFLINE) $(BIN)/python tools/refresh_notebooks.py

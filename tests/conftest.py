@@ -132,9 +132,38 @@ def expected_seconds(unit: str, tests: int) -> float:
     return EXPECTED_SECONDS[max(matches, key=len)] if matches else 0.3 * tests
 
 
+# Tests that start a notebook kernel, a JupyterLab, a browser, a Sphinx build or a venv: marked `notebooks`, so that
+# `make check` (`-m "not notebooks"`) is the fast inner loop and `make test` runs everything.
+NOTEBOOK_TEST_MODULES = ("test_exercises_", "test_notebooks_papermill", "test_replay", "test_bad_backend", "test_browser",
+                         "test_offline_install", "test_book", "test_s3_vs_disk", "test_telemetry", "test_offline_guard")
+NOTEBOOK_TESTS = ("tests/test_series_map.py::test_template_runs_and_has_the_shape",)
+
+
+# Tests that start processes or servers (the restart runner, two writers, the local S3, DynamoDB and Converse
+# endpoints, SIGKILLed forgets) or load the embedding model: marked `integration`; `make check` leaves them out too.
+INTEGRATION_TEST_MODULES = ("test_bedrock_local", "test_forgetting_lineage", "test_local_aws", "test_forgetting",
+                            "test_poisoning_voices", "test_aws", "test_vector_recall_explain", "test_restart_runner",
+                            "test_vector_recall", "test_two_writers", "test_consolidation", "test_cloud_lineage",
+                            "test_store_locking", "test_shredding", "test_s3_hardening", "test_crash_repair",
+                            "test_shared_store", "test_workbook_script", "test_episodic", "test_vector_lineage",
+                            "test_selective_memory", "test_model_calls", "test_context_managers")
+
+
+def runs_notebooks(item) -> bool:
+    path = item.nodeid.split("::", 1)[0]
+    return (path.endswith(".ipynb") or Path(path).stem.startswith(NOTEBOOK_TEST_MODULES)
+            or item.nodeid.startswith(NOTEBOOK_TESTS))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """On an xdist worker under `--dist loadgroup`: order the tests unit by unit, slowest first; write the units."""
+    """Mark the tests that run notebooks; on an xdist worker under `--dist loadgroup`, also order the tests unit by
+    unit, slowest first, and write the units."""
+    for item in items:
+        if runs_notebooks(item):
+            item.add_marker(pytest.mark.notebooks)
+        elif Path(item.nodeid.split("::", 1)[0]).stem.startswith(INTEGRATION_TEST_MODULES):
+            item.add_marker(pytest.mark.integration)
     if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
         return
     units: dict[str, list] = {}

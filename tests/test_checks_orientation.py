@@ -70,6 +70,9 @@ BREAKAGES = {
     # a model that guesses a name
     "its reply depends on the call alone: fresh models give the same three replies":
         lambda r: r["fresh_replies"].__setitem__(2, "Your name is Pin."),
+    # a model that guesses other values when the call held none
+    "the offline model does not guess: asked for what no call stated, its replies state no value":
+        lambda r: calls(r)[2].update(reply="Your name is Sam and your favorite number is 7."),
     # a model that knows a fact it was not told
     "the paraphrase voice's replies differ from the plain voice's":
         lambda r: r["voices"]["paraphrase"].__setitem__(0, r["voices"]["plain"][0]),

@@ -2,7 +2,8 @@
 
 The evidence never comes from the replies the lesson prints: each call's messages and reply are the ones the model
 itself received and streamed (the `MeteredModel` inside the agents), the offline model's rules are asked again of fresh
-models (the same calls, every statement form with and without its statement), the voices' replies are the ones
+models (the same calls, every statement form with and without its statement), a reply to what no call stated is
+read with the model's own statement grammar for any value it names, the voices' replies are the ones
 their agents kept, the Bedrock
 backend is built with its model class replaced by a recorder (no credentials, no network), and the workspace is listed
 and dated on disk.
@@ -20,7 +21,7 @@ from strands import Agent
 from strands.models.bedrock import BedrockModel as StrandsBedrockModel
 
 from companion.checks import save_record, texts
-from companion.models import aws, backends
+from companion.models import aws, backends, facts
 from companion.models.offline_model import OfflineModel
 from companion.support.ledger import Ledger
 from companion.support.workspace import MARKER
@@ -203,14 +204,26 @@ def claims(record: dict[str, Any]) -> Ledger:
                  holds=len(stranger["messages"]) == 1
                  and record["second_kept"] == stranger["messages"] + [["assistant", stranger["reply"]]])
 
+    guess = "the offline model does not guess: asked for what no call stated, its replies state no value"
     if record["offline_rules"]:
         same = [f == c["reply"] for f, c in zip(record["fresh_replies"], record["calls"])]
         ledger.check("S2", "its reply depends on the call alone: fresh models give the same three replies",
                      evidence=f"{sum(same)} of {len(same)} replies the same from a fresh OfflineModel",
                      holds=len(same) == 3 and all(same))
+        # the stranger's question, and each voice's codename question: no call held a statement of what was asked
+        unstated = [("the stranger", stranger["reply"])] + [
+            (f"{voice}'s codename reply", replies[2]) for voice, replies in record["voices"].items()
+            if len(replies) == 3]
+        stated = {who: [f"your {f.key} is {f.value}" for f in facts.statements(reply)] for who, reply in unstated}
+        ledger.check("S2", guess,
+                     evidence="'your X is Y' statements read (the offline model's own grammar): " + "; ".join(
+                         f"{who} {found or 'none'}" for who, found in stated.items()),
+                     holds=len(stated) == 3 and not any(stated.values()))
     else:
+        reason = "a real model decides what to say; the C1 checks above read the values"
         ledger.skip("S2", "its reply depends on the call alone: fresh models give the same three replies",
-                    reason="a real model decides what to say; the C1 checks above read the values")
+                    reason=reason)
+        ledger.skip("S2", guess, reason=reason)
 
     plain, paraphrase = record["voices"]["plain"], record["voices"]["paraphrase"]
     ledger.check("S3", "the paraphrase voice's replies differ from the plain voice's",

@@ -312,6 +312,13 @@ def claims(record: dict[str, Any]) -> Ledger:
                           f"{[table.get(s, {}).get('repeated facts injected') for s in reads]}",
                  holds=not unlabelled and repeated.get("after", 0) < repeated.get("before", 0)
                  and [repeated[s] for s in reads] == [table.get(s, {}).get("repeated facts injected") for s in reads])
+    wasted = {state: sum(any(label.get(t) in outdated for t in entries)
+                         or len({label.get(t) for t in entries}) < len(entries) for entries in calls)
+              for state, calls in reads.items()}
+    ledger.check("S4", "before the job, most calls received an outdated value or a fact twice",
+                 evidence="calls with either, by the history's labels: " + ", ".join(
+                     f"{state} {n} of {len(reads[state])}" for state, n in wasted.items()),
+                 holds=wasted.get("before", 0) * 2 > len(reads.get("before", [])))
     sizes = {state: sorted({len(entries) for entries in calls}) for state, calls in reads.items()}
     ledger.check("S4", "every call received five entries, before and after",
                  evidence=f"entries per call, read line by line: {sizes}; the table: "

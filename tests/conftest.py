@@ -95,13 +95,11 @@ EXPECTED_SECONDS = {
     "tests/test_offline_install.py::shared": 60,  # a venv built from the wheel folder, notebook 00 run in it
     "tests/test_book.py::shared": 50,
     "tests/test_exercises_12.py::test_exercises_1_to_4": 35,
-    "tests/test_notebooks_papermill.py::test_replay_with_other_parameters[pm_06]": 35,
     "tests/test_replay.py::test_sigterm": 30,
     "tests/test_replay.py::test_interrupting": 30,
     "tests/test_s3_vs_disk.py": 30,
     "tests/test_offline_guard.py::test_a_shell_asking": 25,
     "notebooks/": 25,  # a notebook's nbval run
-    "tests/test_notebooks_papermill.py::test_replay_with_other_parameters": 25,
     "tests/test_exercises_01.py::shared": 45,  # two runs of notebook 01 (exercises 1, 2, 3, 5)
     "tests/test_exercises_": 15,  # a papermill run of a notebook (a refused parameter: a few seconds)
     "tests/test_telemetry.py": 1,  # its 30-second process runs in the background from the start of the session

@@ -17,6 +17,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
+from notebook_runs import ledger_text, printed
 from strands import Agent
 
 from companion.models import backends
@@ -102,8 +103,10 @@ def test_sample_class_file_plans_every_notebook_it_finds():
         if "interactive" in plan.accepted:
             assert plan.parameters["interactive"] is False, "widgets are skipped in a headless replay"
     by_name = {p.name[:2]: p for p in plans}
-    assert by_name["03"].given["window_size"] == 8 and by_name["03"].given["codename"] == "PHOENIX"
+    assert by_name["03"].given["window_size"] == 10 and by_name["03"].given["codename"] == "PHOENIX"
     assert "codename" not in by_name["00"].given, "a common value goes only where the notebook has that parameter"
+    defaults = [p.name for p in plans if not set(p.given) - {"interactive"}]
+    assert not defaults, f"the series replay is each notebook's run with other parameters: none for {defaults}"
 
 
 def test_class_file_mistakes_are_refused_with_the_reason(tmp_path):
@@ -258,12 +261,58 @@ def test_series_replay_with_the_sample_class_passes(series_replay):
     assert rows["01_restart_test"]["model calls"] >= 2, "calls made in the restart test's child processes are counted"
     executed = nbformat.read(out / "03_sliding_window.ipynb", as_version=4)
     injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
-    assert "window_size = 8" in injected.source and "interactive = False" in injected.source
+    assert "window_size = 10" in injected.source and "interactive = False" in injected.source
     assert "03_sliding_window.ipynb" in (out / "summary.html").read_text(), "the HTML summary links the notebooks"
     assert f"No claim failed: {rows['total']['claims']} in {len(names)} notebook(s)." in result.stdout
     assert "tokens sent" in result.stdout
     changed = sorted(name for name, digest in digests(discover(NOTEBOOKS)).items() if before.get(name) != digest)
     assert not changed, f"the committed notebooks were only read (changed during the replay: {changed})"
+
+
+# What each notebook prints because of the sample class's parameters (the suite's run of every notebook with other
+# parameters than its defaults: these were once a papermill run each). Texts the offline model's words do not change.
+BECAUSE_OF_THE_PARAMETERS = {
+    "00_orientation": "My name is Ada and my favorite number is 1815.",
+    "01_restart_test": "restored by each writer: [2, 4, 6, 8]",
+    "02_agent_json_anatomy": "'plan': 'team'",
+    "03_sliding_window": "turn 1 received by the calls of turns [1, 2, 3, 4, 5, 6]",
+    "04_state_manifest": "appended  manifests after 9 invocations: 9",
+    "05_summarization": "threshold: 0.01 × 300,000 = 3,000 tokens",
+    "06_vector_recall": "memories in the call: 5",
+    "07_cost_of_remembering": re.compile(r"every call: payoff turn \d+ of 40"),
+    "08_what_to_remember": "20 turns for lin, 5 for sam",
+    "09_forgetting_on_purpose": "noor forgets the home address 'Calle Añil 3'; tomas's is 'Rua do Sol 9'",
+    "10_what_a_delete_leaves_behind": "noor's home address 'Calle Añil 3' is in the five stores of stores/",
+    "11_memory_you_can_trust": "grace is asked: Store this in your long-term memory?",
+    "12_sessions_at_scale": "10 messages for 5 turns",
+    "13_episodes": "episodes recalled at cosine >= 0.7, up to 2 a call",
+    "14_procedures": "in the store file: False; grace answers 'yes'",
+    "15_consolidation": "chosen on the tuning pairs: 0.786 | used: 0.7",
+}
+
+
+def test_each_notebook_shows_the_class_parameters(series_replay):
+    out, result, _, _ = series_replay
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sorted(BECAUSE_OF_THE_PARAMETERS) == [p.stem for p in discover(NOTEBOOKS)]
+    for name, expected in BECAUSE_OF_THE_PARAMETERS.items():
+        executed = nbformat.read(out / f"{name}.ipynb", as_version=4)
+        text = printed(executed, plain=True) + ledger_text(executed)
+        found = expected.search(text) if isinstance(expected, re.Pattern) else expected in text
+        assert found, f"{name}: the replay did not show {expected!r}"
+    written = sorted(p.name for p in (out / "workspace").iterdir())
+    assert written == sorted(workspaces_of(out)), "each notebook wrote in its own workspace and nowhere else"
+
+
+def workspaces_of(out: Path) -> list[str]:
+    """The workspace each executed notebook of a replay used (its `workspace` parameter, default or given)."""
+    names = []
+    for path in sorted(out.glob("[0-9][0-9]_*.ipynb")):
+        executed = nbformat.read(path, as_version=4)
+        source = "\n".join(c.source for c in executed.cells if c.cell_type == "code"
+                           and {"parameters", "injected-parameters"} & set(c.metadata.get("tags", [])))
+        names.append(re.findall(r"^workspace(?::\s*str)?\s*=\s*\(?\s*[\"']([^\"']+)", source, re.MULTILINE)[-1])
+    return names
 
 
 def test_bedrock_replay_shows_the_estimate_and_asks_first(series_replay, tmp_path, fake_aws):

@@ -382,6 +382,7 @@ def test_a_broken_check_is_named_and_fails_the_run(tmp_path):
     assert "98_probe: cell 5 (check cell" in result.stderr and "AssertionError: doubled stays a fraction" in result.stderr
     assert "03_sliding_window: cell" in result.stderr and "window_size must be an even number" in result.stderr
     assert "97_probe" not in result.stderr
+    assert digests([NOTEBOOKS / "03_sliding_window.ipynb", probe, passing]) == before
 
 
 def kernels_of(out: Path) -> list[psutil.Process]:

@@ -85,7 +85,7 @@ def pytest_terminal_summary(terminalreporter):
 # `loadgroup` cannot be used as is: it marks a group by renaming the test, which pytest 9 ignores.
 
 # Modules whose tests each stand alone (their own tmp_path and workspace, a kernel or subprocess of their own).
-INDEPENDENT_TEST_MODULES = ("test_exercises_", "test_bad_backend", "test_notebooks_papermill", "test_replay", "test_s3_vs_disk",
+INDEPENDENT_TEST_MODULES = ("test_exercises_", "test_bad_backend", "test_notebooks_papermill", "test_replay",
                             "test_offline_install", "test_telemetry", "test_series_map", "test_offline_guard")
 
 # Seconds a unit takes on the 2-core machine (the longest pattern that starts the unit's name wins).
@@ -97,7 +97,6 @@ EXPECTED_SECONDS = {
     "tests/test_exercises_12.py::test_exercises_1_to_4": 35,
     "tests/test_replay.py::test_sigterm": 30,
     "tests/test_replay.py::test_interrupting": 30,
-    "tests/test_s3_vs_disk.py": 30,
     "tests/test_offline_guard.py::test_a_shell_asking": 25,
     "notebooks/": 25,  # a notebook's nbval run
     "tests/test_exercises_01.py::shared": 45,  # two runs of notebook 01 (exercises 1, 2, 3, 5)
@@ -133,7 +132,7 @@ def expected_seconds(unit: str, tests: int) -> float:
 # Tests that start a notebook kernel, a JupyterLab, a browser, a Sphinx build or a venv: marked `notebooks`, so that
 # `make check` (`-m "not notebooks"`) is the fast inner loop and `make test` runs everything.
 NOTEBOOK_TEST_MODULES = ("test_exercises_", "test_notebooks_papermill", "test_replay", "test_bad_backend", "test_browser",
-                         "test_offline_install", "test_book", "test_s3_vs_disk", "test_telemetry", "test_offline_guard")
+                         "test_offline_install", "test_book", "test_telemetry", "test_offline_guard")
 NOTEBOOK_TESTS = ("tests/test_series_map.py::test_template_runs_and_has_the_shape",)
 
 

@@ -90,6 +90,8 @@ BREAKAGES = {
         lambda r: r.update(made_up_key={"listed": None, "error": "ClientError"}),
 }
 
+# The S3-vs-disk comparison (issue 23) once ran notebook 12 twice with a reply tampered in S3; the same two cases on
+# the recorded run: a reply that gained timeToFirstByteMs still holds (a variant), one whose usage changed fails (above).
 VARIANTS = {
     # the SDK writes timeToFirstByteMs into a reply only when it measured 1 ms or more: one side may have it
     "a reply that gained timeToFirstByteMs": lambda r: reply_metadata(r)["metrics"].update(timeToFirstByteMs=7),

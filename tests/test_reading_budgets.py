@@ -87,3 +87,12 @@ def test_an_agenda_that_does_not_fit_exits_1(monkeypatch, capsys):
     assert teaching_time.main([]) == 1
     out = capsys.readouterr().out
     assert "a short talk: " in out and "of 20 minutes  ** DOES NOT FIT **" in out
+
+
+def test_the_instructor_guide_quotes_the_agendas_as_the_script_counts_them(capsys):
+    teaching_time.main([])
+    out = capsys.readouterr().out
+    counted = re.findall(r"^.+: (\d+) of (\d+) minutes", out, re.MULTILINE)
+    guide = (REPO / "docs" / "instructor-guide.md").read_text(encoding="utf-8")
+    quoted = re.findall(r"^### .*\((\d+) of (\d+) minutes", guide, re.MULTILINE)
+    assert quoted == counted, "docs/instructor-guide.md's agenda headings: run tools/teaching_time.py and copy them"

@@ -85,6 +85,21 @@ def notebooks() -> list[Path]:
     return build_book.notebook_paths()
 
 
+def spanish() -> list[Path]:
+    """The Spanish edition's notebooks (notebooks/es/), staged in the book's es/ folder."""
+    return [build_book.SPANISH_DIR / p.name for p in notebooks() if (build_book.SPANISH_DIR / p.name).is_file()]
+
+
+def test_every_page_links_the_same_page_in_the_other_language(book):
+    assert spanish(), "the Spanish edition (notebooks/es/) is in the book"
+    english_index, spanish_index = parse(book / "index.html"), parse(book / "es" / "index.html")
+    assert "es/index.html" in english_index.links and "../index.html" in spanish_index.links
+    for path in spanish():
+        assert f"{path.stem}.html" in spanish_index.links, f"the Spanish series map does not link {path.name}"
+        assert f"es/{path.stem}.html" in parse(book / f"{path.stem}.html").links, f"{path.name}: no link to Spanish"
+        assert f"../{path.stem}.html" in parse(book / "es" / f"{path.stem}.html").links, f"es/{path.name}: no link back"
+
+
 def test_every_notebook_is_a_page_linked_from_the_series_map(book):
     index = parse(book / "index.html")
     for path in notebooks():
@@ -206,7 +221,7 @@ def description_problems(pages: dict[str, Page]) -> list[str]:
             problem = description_problem(alt, src)
             if problem:
                 problems.append(f"{name}: {src} ({problem}): {alt!r}")
-            elif seen.setdefault(alt, src) != src:
+            elif seen.setdefault(alt, src.rsplit("/", 1)[-1]) != src.rsplit("/", 1)[-1]:  # es/ pages: ../_images/
                 problems.append(f"{name}: {src} and {seen[alt]} show different images with the same description {alt!r}")
     return problems
 
@@ -233,21 +248,22 @@ def test_the_description_check_rejects_what_describes_nothing():
 
 
 def test_every_figure_has_a_real_description_and_a_caption(book):
-    pages = {path.name: parse(path) for path in sorted(book.glob("*.html"))}
+    pages = {str(path.relative_to(book)): parse(path) for path in sorted([*book.glob("*.html"), *book.glob("es/*.html")])}
     problems = description_problems(pages)
     assert not problems, "figures in the book without a real description:\n" + "\n".join(problems)
-    for path in notebooks():
-        page = pages[f"{path.stem}.html"]
-        figures = [src for src, _ in page.images if src.startswith("_images/")]
+    for path, prefix in [(p, "") for p in notebooks()] + [(p, "es/") for p in spanish()]:
+        page = pages[f"{prefix}{path.stem}.html"]
+        figures = [src for src, _ in page.images if src.removeprefix("../").startswith("_images/")]
         assert len(page.captions) == len(figures), f"{path.name}: {len(figures)} figures, {len(page.captions)} captions"
-        for (src, alt), caption in zip([image for image in page.images if image[0].startswith("_images/")], page.captions):
+        for (src, alt), caption in zip([image for image in page.images if image[0].removeprefix("../").startswith("_images/")],
+                                     page.captions):
             assert caption.endswith(alt), f"{path.name}: {src}'s caption {caption!r} does not say its description {alt!r}"
 
 
 def test_each_description_is_the_one_its_notebook_gives_that_figure(book):
     """The alt text of every image is the description the committed notebook's output carries for those exact bytes
     (MyST-NB names an image file by the sha256 of its bytes)."""
-    for path in notebooks():
+    for path, prefix in [(p, "") for p in notebooks()] + [(p, "es/") for p in spanish()]:
         committed = json.loads(path.read_text(encoding="utf-8"))
         described = {}
         for cell in committed["cells"]:
@@ -255,8 +271,9 @@ def test_each_description_is_the_one_its_notebook_gives_that_figure(book):
                 if "image/png" in output.get("data", {}):
                     digest = hashlib.sha256(base64.b64decode("".join(output["data"]["image/png"]))).hexdigest()
                     described[digest] = output.get("metadata", {}).get("image/png", {}).get("alt")
-        page = parse(book / f"{path.stem}.html")
+        page = parse(book / f"{prefix}{path.stem}.html")
         for src, alt in page.images:
+            src = src.removeprefix("../")
             if src.startswith("_images/"):
                 digest = src.rsplit("/", 1)[-1].split(".")[0]
                 assert digest in described, f"{path.name}: {src} is not one of the notebook's figures"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +32,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+SPANISH_DIR = NOTEBOOKS_DIR / "es"  # the Spanish edition (tools/translate.py), staged as es/
 CONF_DIR = REPO_ROOT / "book"
 DOCS_DIR = REPO_ROOT / "docs"
 DEFAULT_OUT = REPO_ROOT / "build" / "book"
@@ -57,7 +59,7 @@ def title_and_claim(notebook: dict, series_rows: dict[str, str]) -> tuple[str, s
     """The first heading of the first markdown cell, and the claim (see the module's docstring)."""
     first = next((_text(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown"), "")
     heading = next((line.lstrip("#").strip() for line in first.splitlines() if line.startswith("#")), "")
-    claim_match = re.search(r"\*\*The claim:\*\*\s*(.+)", first)
+    claim_match = re.search(r"\*\*(?:The claim|La afirmación):\*\*\s*(.+)", first)
     claim = claim_match.group(1).strip() if claim_match else series_rows.get(heading[:2], "")
     return heading, claim
 
@@ -145,11 +147,39 @@ def doc_title(path: Path) -> str:
     return first.lstrip("# ").strip()
 
 
-def landing_page(entries: list[tuple[str, str, str, bool]], docs: list[Path] | None = None) -> str:
+SPANISH_LANDING = [
+    "# Memoria de agentes con Strands: el cuaderno de trabajo",
+    "",
+    "[Read it in English](../index.md)",
+    "",
+    "Una serie de cuadernos que hace visible, medible y comprobable la memoria de un agente con el Strands Agents SDK.",
+    "Cada cuaderno demuestra una afirmación con una ejecución que puedes ver y la comprueba al final. Este libro muestra",
+    "cada cuaderno con sus salidas guardadas, que siguen en inglés: nada se ejecuta aquí. Para ejecutar las celdas,",
+    "clona el repositorio y escribe `make lab`; los cuadernos en español están en `notebooks/es/`.",
+    "",
+    "## La serie",
+    "",
+    "| cuaderno | la afirmación que demuestra |",
+    "|---|---|",
+]
+
+
+def spanish_landing_page(entries: list[tuple[str, str, str, bool]]) -> str:
+    """es/index.md: the Spanish series map and its toctree (the guides are in English, linked from the English map)."""
+    lines = list(SPANISH_LANDING)
+    for stem, title, claim, _ in entries:
+        lines.append(f"| [{title}]({stem}.ipynb) | {claim.replace('|', chr(92) + '|') or '—'} |")
+    lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ""] + [stem for stem, *_ in entries] + ["```", ""]
+    return "\n".join(lines)
+
+
+def landing_page(entries: list[tuple[str, str, str, bool]], docs: list[Path] | None = None,
+                 spanish: bool = False) -> str:
     """index.md: the series map (a table linking every notebook, with its claim), the guides, and the toctrees."""
     lines = [
         "# Agent memory with Strands: the workbook",
         "",
+        *(["[Léelo en español](es/index.md)", ""] if spanish else []),
         "A series of notebooks that makes an agent's memory visible, measurable and testable with the Strands Agents SDK.",
         "Each notebook proves one claim with a run you can see, then checks it with asserts. This book shows every",
         "notebook with its committed outputs (plots, tables, printed files); nothing here runs. To run the cells, change",
@@ -179,6 +209,8 @@ def landing_page(entries: list[tuple[str, str, str, bool]], docs: list[Path] | N
         lines += ["", "```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Guides", ""]
         lines += [f"docs/{path.stem}" for path in docs]
         lines += ["```", ""]
+    if spanish:
+        lines += ["```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: En español", "", "es/index", "```", ""]
     return "\n".join(lines)
 
 
@@ -188,34 +220,59 @@ def write_if_changed(path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def stage(src: Path) -> list[tuple[str, str, str, bool]]:
-    """Copy the notebooks (widget cells preceded by a note, each figure in a cell of its own with its description) and
-    write index.md into src; return the series entries."""
-    src.mkdir(parents=True, exist_ok=True)
-    paths = notebook_paths()
-    if not paths:
-        raise SystemExit(f"no notebooks found in {NOTEBOOKS_DIR}")
-    loaded = {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in paths}
-    series_rows = series_table_rows(next((nb for stem, nb in loaded.items() if stem.startswith("00_")), None))
+def language_link(text: str, target: str) -> dict:
+    return {"cell_type": "markdown", "id": "book-language-link", "metadata": {}, "source": f"[{text}]({target})"}
+
+
+def stage_notebooks(paths: list[Path], target: Path, docs_link: tuple[str, str], link: tuple[str, str] | None,
+                    series_rows: dict[str, str]) -> list[tuple[str, str, str, bool]]:
+    """Copy `paths` into `target` (widget cells preceded by a note, each figure in a cell of its own with its
+    description, links to the guides pointed at the book's docs/, and a link to the same page in the other language
+    first, where there is one: `link` is (text, folder)); return the series entries."""
+    target.mkdir(parents=True, exist_ok=True)
     entries = []
-    for stem, notebook in loaded.items():
+    for path in paths:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
         title, claim = title_and_claim(notebook, series_rows)
         cells, has_widget = [], False
+        if link is not None:
+            cells.append(language_link(link[0], f"{link[1]}{path.name}"))
         for cell in notebook["cells"]:
             if is_widget_cell(cell):
                 has_widget = True
                 note_id = f"book-note-{cell.get('id', len(cells))}"
                 cells.append({"cell_type": "markdown", "id": note_id, "metadata": {}, "source": WIDGET_NOTE})
             cells.extend(split_figures(cell))
-        for cell in cells:  # a notebook's link to a guide, ../docs/x.md, points into the book's own docs/
+        for cell in cells:  # a notebook's link to a guide points into the book's own docs/
             if cell.get("cell_type") == "markdown":
-                cell["source"] = _text(cell["source"]).replace("](../docs/", "](docs/")
+                cell["source"] = _text(cell["source"]).replace(*docs_link)
         notebook["cells"] = cells
-        write_if_changed(src / f"{stem}.ipynb", json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
-        entries.append((stem, title or stem, claim, has_widget))
-    for stale in src.glob("*.ipynb"):
-        if stale.stem not in loaded:
+        write_if_changed(target / path.name, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+        entries.append((path.stem, title or path.stem, claim, has_widget))
+    for stale in target.glob("*.ipynb"):
+        if stale.name not in {p.name for p in paths}:
             stale.unlink()
+    return entries
+
+
+def stage(src: Path) -> list[tuple[str, str, str, bool]]:
+    """Copy the notebooks and, where notebooks/es/ holds them, their Spanish edition into src (es/), with the guides,
+    write the landing pages; return the English series entries."""
+    src.mkdir(parents=True, exist_ok=True)
+    paths = notebook_paths()
+    if not paths:
+        raise SystemExit(f"no notebooks found in {NOTEBOOKS_DIR}")
+    orientation = next((p for p in paths if p.name.startswith("00_")), None)
+    series_rows = series_table_rows(json.loads(orientation.read_text(encoding="utf-8")) if orientation else None)
+    spanish = [SPANISH_DIR / p.name for p in paths if (SPANISH_DIR / p.name).is_file()]
+    entries = stage_notebooks(paths, src, ("](../docs/", "](docs/"), ("Léelo en español", "es/") if spanish else None,
+                              series_rows)
+    if spanish:
+        spanish_entries = stage_notebooks(spanish, src / "es", ("](../../docs/", "](../docs/"),
+                                          ("Read it in English", "../"), {})
+        write_if_changed(src / "es" / "index.md", spanish_landing_page(spanish_entries))
+    elif (src / "es").exists():
+        shutil.rmtree(src / "es")
     docs = doc_pages()
     (src / "docs").mkdir(exist_ok=True)
     for path in docs:
@@ -223,7 +280,7 @@ def stage(src: Path) -> list[tuple[str, str, str, bool]]:
     for stale in (src / "docs").glob("*.md"):
         if not (DOCS_DIR / stale.name).is_file():
             stale.unlink()
-    write_if_changed(src / "index.md", landing_page(entries, docs))
+    write_if_changed(src / "index.md", landing_page(entries, docs, spanish=bool(spanish)))
     return entries
 
 

@@ -45,7 +45,7 @@ BUDGET = {"words": 1800, "w/sentence": 18.0, "paragraph": 90, "code lines": 200,
 READING_WPM = 130
 CODE_LINES_PER_MINUTE = 10
 EXERCISE_MINUTES = 6
-OFF_PATH = re.compile(r"^##\s+(exercises|notes)\b", re.IGNORECASE)
+OFF_PATH = re.compile(r"^##\s+(exercises|notes|ejercicios|notas)\b", re.IGNORECASE)  # English and Spanish
 TIME_TO_LEARN = re.compile(r"\*\*Time to learn:\*\* about \d+ minutes\.")
 
 # name, slot in minutes, fixed minutes (set-up, breaks), and per notebook prefix the exercises done in the room
@@ -111,9 +111,9 @@ def split(notebook: nbformat.NotebookNode) -> tuple[list[tuple[str, str]], int, 
                 continue
             if on_path:
                 path.append(("markdown", part))
-            if re.match(r"##\s+notes\b", section):
+            if re.match(r"##\s+(notes|notas)\b", section):
                 notes += words(clean(part))
-            elif not re.match(r"##\s+exercises\b", section):
+            elif not re.match(r"##\s+(exercises|ejercicios)\b", section):
                 asides += [words(clean(b)) for b in re.findall(r"<details>(.*?)</details>", part, re.S | re.I)]
     return path, notes, asides
 
@@ -138,7 +138,7 @@ def measure(path: Path) -> dict:
     on_path, notes, asides = split(notebook)
     markdown = "\n\n".join(clean(text) for kind, text in on_path if kind == "markdown")
     paras = paragraphs(markdown)
-    sentences = [s for p in paras for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`*(\"'0-9])", p) if words(s)]
+    sentences = [s for p in paras for s in re.split(r"(?<=[.!?])\s+(?=[A-ZÁÉÍÓÚÑ¿¡`*(\"'0-9])", p) if words(s)]
     code = [[line for line in text.splitlines() if line.strip()] for kind, text in on_path if kind == "code"]
     total = sum(words(p) for p in paras)
     lines = sum(len(c) for c in code)

@@ -34,7 +34,7 @@ OVERRIDES = REPO_ROOT / "tools" / "jupyterlab-overrides.json"
 # probe of the EC2 metadata address by botocore looking for credentials.
 OFFLINE_ENV = {"WORKBOOK_BACKEND": "offline", "ORT_DISABLE_TELEMETRY": "1", "AWS_EC2_METADATA_DISABLED": "true"}
 PYTEST_ARGS = [
-    "tests", "notebooks", "--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
+    "tests", "notebooks", "--ignore=notebooks/es", "--nbval", "--nbval-current-env", "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
     "--nbval-cell-timeout=300", "-p", "no:cacheprovider", "-v", "-n", "auto", "--dist", "loadgroup", "--durations=25",
 ]
 

@@ -133,8 +133,9 @@ def exercises(notebook: nbformat.NotebookNode) -> int:
     return len(re.findall(r"^\d+\.\s", body, re.MULTILINE))
 
 
-def measure(path: Path) -> dict:
-    notebook = nbformat.read(path, as_version=4)
+def measure(path: Path, notebook: nbformat.NotebookNode | None = None) -> dict:
+    """The figures of the notebook at `path` (or of `notebook`, a version of it not yet written there)."""
+    notebook = notebook if notebook is not None else nbformat.read(path, as_version=4)
     on_path, notes, asides = split(notebook)
     markdown = "\n\n".join(clean(text) for kind, text in on_path if kind == "markdown")
     paras = paragraphs(markdown)

@@ -32,6 +32,9 @@ import nbformat
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po, write_po
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import teaching_time  # noqa: E402  (tools/ is not a package: the same reading counts for both editions)
+
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 SPANISH = NOTEBOOKS / "es"
@@ -88,8 +91,8 @@ def pieces(markdown: str) -> list[Piece]:
         prefix = ""
         if match := ITEM.match(body):
             prefix, first = match.group(1), match.group(2)
-        else:
-            first = body
+        else:  # a paragraph; indented, it continues a list item (after a code block in a solution, say)
+            prefix, first = body[: len(body) - len(body.lstrip())], body.lstrip()
         gathered = [first.strip()]
         i += 1
         while i < len(lines):  # the paragraph's (or the item's) further lines
@@ -175,15 +178,43 @@ def spanish_markdown(markdown: str, spanish: dict[str, str]) -> str:
     return "".join(out).replace("](../docs/", "](../../docs/")
 
 
-def built(path: Path) -> nbformat.NotebookNode:
-    """The Spanish notebook of `path`, as `build` writes it."""
-    english = nbformat.read(path, as_version=4)
-    notebook = copy.deepcopy(english)
+SPANISH_TIME = re.compile(r"\*\*Tiempo para aprender:\*\* unos (\d+) minutos\.")
+TABLE_TIME = re.compile(r"^(\|\s*\[[^\]]*\]\((\d\d_[\w]+\.ipynb)\)\s*\|[^|\n]*?)unos \d+ minutos", re.MULTILINE)
+
+
+def translated(path: Path) -> nbformat.NotebookNode:
+    """The notebook of `path` with its markdown in Spanish, and its own time to learn measured on the Spanish text
+    (tools/teaching_time.py: the counts apply to both editions)."""
+    notebook = copy.deepcopy(nbformat.read(path, as_version=4))
     spanish = translations(path.stem)
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
             cell.source = spanish_markdown(cell.source, spanish)
     notebook.metadata["language"] = "es"
+    minutes = teaching_time.measure(SPANISH / path.name, notebook)["time to learn"]
+    first = notebook.cells[0]
+    first.source = SPANISH_TIME.sub(f"**Tiempo para aprender:** unos {minutes} minutos.", first.source)
+    return notebook
+
+
+def built(path: Path) -> nbformat.NotebookNode:
+    """The Spanish notebook of `path`, as `build` writes it. In 00, the series map's times are the Spanish
+    notebooks' own."""
+    notebook = translated(path)
+    if path.name.startswith("00_"):
+        times = {}
+        for other in english_notebooks():
+            found = SPANISH_TIME.search(translated(other).cells[0].source)
+            if found:
+                times[other.name] = found.group(1)
+
+        def retime(match: re.Match) -> str:
+            minutes = times.get(match.group(2))
+            return f"{match.group(1)}unos {minutes} minutos" if minutes else match.group(0)
+
+        for cell in notebook.cells:
+            if cell.cell_type == "markdown":
+                cell.source = TABLE_TIME.sub(retime, cell.source)
     return notebook
 
 

@@ -574,11 +574,27 @@ class Storage:
         return describe(self.local)
 
 
+def ensure_bucket(s3: Any, bucket: str, *, must_be_empty: bool) -> None:
+    """Create `bucket` if it does not exist; with `must_be_empty`, stop if it holds objects (the checks count them)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError as error:
+        if error.response["Error"]["Code"] not in ("404", "NoSuchBucket"):
+            raise
+        region = s3.meta.region_name
+        extra = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        s3.create_bucket(Bucket=bucket, **extra)
+        return
+    if must_be_empty and s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount", 0):
+        raise RuntimeError(f"The bucket {bucket!r} is not empty; this notebook counts every object in it. "
+                           "Name an empty bucket (or a new one) in the parameters cell.")
+
+
 def open_storage(endpoint: str, bucket: str) -> Storage:
     """Start (or reuse) the local endpoint, or use AWS; build the session, attach the log and the audit, make the
     clients, and create `bucket` (it must be empty: the checks count every object in it)."""
-    from companion.sessions.s3_sessions import ensure_bucket
-
     local = open_endpoint(endpoint)
     session = boto_session(local)  # fake credentials for the local endpoint
     log = RequestLog()

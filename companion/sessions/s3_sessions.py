@@ -285,24 +285,6 @@ def race_row(s3: Any, bucket: str, session_id: str, results: dict[str, WriterRes
             "turns lost": (written - len(stored)) // 2}
 
 
-def ensure_bucket(s3: Any, bucket: str, *, must_be_empty: bool) -> None:
-    """Create `bucket` if it does not exist; with `must_be_empty`, stop if it holds objects (the checks count them)."""
-    from botocore.exceptions import ClientError
-
-    try:
-        s3.head_bucket(Bucket=bucket)
-    except ClientError as error:
-        if error.response["Error"]["Code"] not in ("404", "NoSuchBucket"):
-            raise
-        region = s3.meta.region_name
-        extra = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-        s3.create_bucket(Bucket=bucket, **extra)
-        return
-    if must_be_empty and s3.list_objects_v2(Bucket=bucket, MaxKeys=1).get("KeyCount", 0):
-        raise RuntimeError(f"The bucket {bucket!r} is not empty; this notebook counts every object in it. "
-                           "Name an empty bucket (or a new one) in the parameters cell.")
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="One phase of the restart test, on S3.")
     parser.add_argument("--backend", default="offline")

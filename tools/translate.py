@@ -178,7 +178,7 @@ def spanish_markdown(markdown: str, spanish: dict[str, str]) -> str:
     return "".join(out).replace("](../docs/", "](../../docs/")
 
 
-SPANISH_TIME = re.compile(r"\*\*Tiempo para aprender:\*\* unos (\d+) minutos\.")
+SPANISH_TIME = re.compile(r"\*\*Tiempo de aprendizaje:\*\* unos (\d+) minutos\.")
 TABLE_TIME = re.compile(r"^(\|\s*\[[^\]]*\]\((\d\d_[\w]+\.ipynb)\)\s*\|[^|\n]*?)unos \d+ minutos", re.MULTILINE)
 
 
@@ -193,7 +193,7 @@ def translated(path: Path) -> nbformat.NotebookNode:
     notebook.metadata["language"] = "es"
     minutes = teaching_time.measure(SPANISH / path.name, notebook)["time to learn"]
     first = notebook.cells[0]
-    first.source = SPANISH_TIME.sub(f"**Tiempo para aprender:** unos {minutes} minutos.", first.source)
+    first.source = SPANISH_TIME.sub(f"**Tiempo de aprendizaje:** unos {minutes} minutos.", first.source)
     return notebook
 
 

@@ -3,7 +3,7 @@ recorded run."""
 
 from __future__ import annotations
 
-from checks_harness import check_suite
+from checks_harness import broken, check_suite, load_record
 
 from companion.checks import delete_leaves_behind
 
@@ -92,3 +92,14 @@ BREAKAGES = {
 }
 
 globals().update(check_suite(delete_leaves_behind, "10_what_a_delete_leaves_behind", BREAKAGES))
+
+
+def test_a_table_that_counts_more_places_than_the_journal_holds_fails():
+    """The journal's places must lie between the whole-word count and the count anywhere (a value ending in a digit
+    can touch a binary byte that is a digit too): a table claiming more than the bytes hold fails."""
+    record = broken(load_record("10_what_a_delete_leaves_behind"),
+                    lambda r: seen(r, "rollback journal").update(shown=seen(r, "rollback journal")["raw_anywhere"]
+                                                                 + seen(r, "rollback journal")["embedding"] + 1))
+    row = delete_leaves_behind.claims(record).row(
+        "forget()'s rollback journal held the value: its places, counted raw, are the table's")
+    assert row.status == "FAILS"

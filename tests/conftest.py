@@ -61,6 +61,27 @@ def fake_aws(no_aws, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-real-secret")
 
 
+@pytest.fixture(scope="session")
+def series_replay(tmp_path_factory):
+    """The whole series once for the session, and the suite's one whole-series run: the sample class file, on the
+    Bedrock path (Strands' real BedrockModel over HTTP to the local Converse endpoint, which refuses what Bedrock
+    refuses), answered in the second voice, with every host each process connects to recorded. No AWS credentials.
+    Each notebook's run with the sample class's parameters is also the run its exercise tests need for one exercise
+    or its smallest accepted values (they read it with notebook_runs.replayed): `work_unit` below keeps every test
+    that uses this fixture in one work unit, so xdist runs the replay once, on one worker."""
+    from notebook_runs import NO_CREDENTIALS, NOTEBOOKS, SAMPLE, digests, replay_command
+
+    from companion.replay import discover
+
+    out = tmp_path_factory.mktemp("replay") / "sample"
+    connections = tmp_path_factory.mktemp("connections") / "hosts.log"
+    before = digests(discover(NOTEBOOKS))
+    result = replay_command("--class", str(SAMPLE), "--out", str(out), "--backend", "bedrock", "--bedrock-endpoint",
+                            "local", "--voice", "paraphrase",
+                            env={"WORKBOOK_CONNECT_LOG": str(connections)}, drop=NO_CREDENTIALS)
+    return out, result, before, connections
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print where tests/test_browser.py saved its screenshots (one per notebook), also when it ran on an xdist worker."""
     reports = terminalreporter.getreports("passed") + terminalreporter.getreports("failed")
@@ -72,11 +93,15 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # --- how `make test` shares the work between its two workers (pytest-xdist, `--dist loadgroup`) ------------------------
+# (`-n N` alone, xdist's default `--dist load`, gets the same work units: a fixture built once stays built once.)
 #
 # A work unit goes to one worker and runs there in collection order. The units:
 # - a notebook's nbval cells (one kernel, in order): the notebook;
-# - the tests of a module that use a fixture of module or session scope defined in that test module (one series
-#   replay, one JupyterLab, one endpoint, one book build): those tests together, so the fixture is built once;
+# - every test that uses the class replay (the `series_replay` fixture above, of session scope: tests/test_replay.py
+#   and the exercise tests that read a notebook's run with the sample class's parameters), from any module: those
+#   tests together (SERIES_REPLAY_UNIT), so the series is replayed once, on one worker;
+# - the tests of a module that use a fixture of module or session scope defined in that test module (one JupyterLab,
+#   one endpoint, one book build, one exercises' run): those tests together, so the fixture is built once;
 # - the other tests of a module not in INDEPENDENT_TEST_MODULES: the module, as before (written to share a process);
 # - every other test (a papermill replay, an exercise): on its own, so one module's slow tests spread over both workers.
 # The units are handed out slowest first (EXPECTED_SECONDS, measured on 2 cores; a unit not listed counts 0.3 s per
@@ -91,7 +116,7 @@ INDEPENDENT_TEST_MODULES = ("test_exercises_", "test_bad_backend", "test_noteboo
 # Seconds a unit takes on the 2-core machine (the longest pattern that starts the unit's name wins).
 EXPECTED_SECONDS = {
     "tests/test_browser.py": 170,  # JupyterLab and Chromium: every notebook, Restart & Run All
-    "tests/test_replay.py::shared": 150,  # the whole series on the local Bedrock path, second voice
+    "tests/test_replay.py::series_replay": 200,  # the class replay (the whole series) and every test reading it
     "tests/test_offline_install.py::shared": 60,  # a venv built from the wheel folder, notebook 00 run in it
     "tests/test_book.py::shared": 50,
     "tests/test_exercises_12.py::test_exercises_1_to_4": 35,
@@ -104,6 +129,9 @@ EXPECTED_SECONDS = {
     "tests/test_telemetry.py": 1,  # its 30-second process runs in the background from the start of the session
 }
 UNITS_FILE = "work-units.json"
+WORK_UNIT_MODES = ("load", "loadgroup")  # xdist's --dist values the work units replace
+DIST_KEY = "workbook_dist"  # the controller's --dist, passed to each worker (a worker of `-n N` alone reads "no")
+SERIES_REPLAY_UNIT = "tests/test_replay.py::series_replay"
 
 
 def _shares_a_fixture(item) -> bool:
@@ -119,6 +147,8 @@ def work_unit(item) -> str:
     path = item.nodeid.split("::", 1)[0]
     if path.endswith(".ipynb"):
         return path
+    if "series_replay" in getattr(item, "fixturenames", ()):
+        return SERIES_REPLAY_UNIT
     if _shares_a_fixture(item):
         return f"{path}::shared"
     return item.nodeid if Path(path).stem.startswith(INDEPENDENT_TEST_MODULES) else path
@@ -154,14 +184,14 @@ def runs_notebooks(item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the tests that run notebooks; on an xdist worker under `--dist loadgroup`, also order the tests unit by
-    unit, slowest first, and write the units."""
+    """Mark the tests that run notebooks; on an xdist worker under `--dist loadgroup` (or `load`), also order the tests
+    unit by unit, slowest first, and write the units."""
     for item in items:
         if runs_notebooks(item):
             item.add_marker(pytest.mark.notebooks)
         elif Path(item.nodeid.split("::", 1)[0]).stem.startswith(INTEGRATION_TEST_MODULES):
             item.add_marker(pytest.mark.integration)
-    if not (hasattr(config, "workerinput") and getattr(config.option, "loadgroup", False)):
+    if not (hasattr(config, "workerinput") and config.workerinput.get(DIST_KEY) in WORK_UNIT_MODES):
         return
     units: dict[str, list] = {}
     for item in items:
@@ -174,10 +204,16 @@ def pytest_collection_modifyitems(config, items):
     os.replace(part, target)  # every worker writes the same map; a reader sees one whole
 
 
+@pytest.hookimpl(optionalhook=True)  # optional: pytest-xdist may not be installed
+def pytest_configure_node(node):
+    """Tell each worker the controller's --dist: `-n N` alone selects `load` on the controller only."""
+    node.workerinput[DIST_KEY] = node.config.getvalue("dist")
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: pytest-xdist may not be installed
 def pytest_xdist_make_scheduler(config, log):
-    """`--dist loadgroup`: xdist's scope scheduler, with the scopes the workers wrote and in their order."""
-    if config.getvalue("dist") != "loadgroup":
+    """`--dist loadgroup` (or `load`): xdist's scope scheduler, with the scopes the workers wrote and in their order."""
+    if config.getvalue("dist") not in WORK_UNIT_MODES:
         return None
     from xdist.scheduler import LoadScopeScheduling
 

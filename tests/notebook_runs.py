@@ -1,9 +1,16 @@
 """Replaying a notebook's exercises: its hidden solution's code, a papermill run with other parameters and extra cells
-appended, and the text the run printed. Shared by tests/test_exercises_NN.py."""
+appended, and the text the run printed; and the class replay of the whole series (`python -m companion.replay` with
+classes/sample.yaml), which tests/conftest.py's `series_replay` fixture runs once a session and whose executed
+notebooks the exercise tests read for the run with the sample class's parameters. Shared by tests/test_exercises_NN.py
+and tests/test_replay.py."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,7 +18,10 @@ import nbformat
 import papermill
 import pytest
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS = REPO / "notebooks"
+SAMPLE = REPO / "classes" / "sample.yaml"
+CHECK_YOURSELF = "## Check yourself"
 
 
 def solution_code(notebook: nbformat.NotebookNode) -> list[str]:
@@ -22,9 +32,14 @@ def solution_code(notebook: nbformat.NotebookNode) -> list[str]:
 
 
 def run(name: str, tmp_path: Path, parameters: dict, extra_cells: Sequence[str] = (), *,
-        defaults: dict | None = None) -> nbformat.NotebookNode:
-    """Execute notebooks/`name` on the offline model with `parameters` (over `defaults`), `extra_cells` appended."""
+        defaults: dict | None = None, before_checks: Sequence[str] = ()) -> nbformat.NotebookNode:
+    """Execute notebooks/`name` on the offline model with `parameters` (over `defaults`), `extra_cells` appended and
+    `before_checks` put just above "Check yourself" (where a learner who pastes a solution above the checks puts it)."""
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    if before_checks:
+        at = next(i for i, c in enumerate(notebook.cells)
+                  if c.cell_type == "markdown" and c.source.startswith(CHECK_YOURSELF))
+        notebook.cells[at:at] = [nbformat.v4.new_code_cell(source) for source in before_checks]
     notebook.cells += [nbformat.v4.new_code_cell(source) for source in extra_cells]
     source, output = tmp_path / ("in_" + name), tmp_path / name
     nbformat.write(notebook, source)
@@ -66,7 +81,7 @@ def checks_held(notebook: nbformat.NotebookNode) -> bool:
 
 
 def run_once(tmp_path_factory, name: str, parameters: dict, extra_cells: Sequence[str] = (), *,
-             defaults: dict | None = None) -> tuple[nbformat.NotebookNode, Path]:
+             defaults: dict | None = None, before_checks: Sequence[str] = ()) -> tuple[nbformat.NotebookNode, Path]:
     """One run for several tests (call it from a fixture of module scope): `run` in a folder and a workspace root of
     its own. Returns the executed notebook and that workspace root. Put several exercises' solutions in one run only
     where they cannot change each other's output (each in its own cell, with its own names, working on its own files
@@ -77,7 +92,7 @@ def run_once(tmp_path_factory, name: str, parameters: dict, extra_cells: Sequenc
     root.mkdir()
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("WORKBOOK_WORKSPACE_ROOT", str(root))
-        notebook = run(name, folder, parameters, extra_cells, defaults=defaults)
+        notebook = run(name, folder, parameters, extra_cells, defaults=defaults, before_checks=before_checks)
     return notebook, root.resolve()
 
 
@@ -85,3 +100,39 @@ def cell_stdout(notebook: nbformat.NotebookNode, source: str) -> str:
     """What the last code cell whose source is `source` printed (its stdout)."""
     (cell, *_) = [c for c in reversed(notebook.cells) if c.cell_type == "code" and c.source == source]
     return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+
+
+# --- the class replay (tests/conftest.py's `series_replay` fixture) ---------------------------------------------------
+
+# The replay runs without AWS credentials: the local Bedrock path needs none, and none may leak into it.
+NO_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK")
+
+
+def replay_command(*args: str, env: dict | None = None, drop: tuple[str, ...] = (), **kwargs) -> subprocess.CompletedProcess:
+    """`python -m companion.replay --no-progress *args` in the repository, with `env` added and `drop` removed."""
+    environment = {name: value for name, value in {**os.environ, **(env or {})}.items() if name not in drop}
+    return subprocess.run(
+        [sys.executable, "-m", "companion.replay", "--no-progress", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env=environment, **kwargs,
+    )
+
+
+def digests(paths) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
+
+
+def replayed(series_replay, name: str, parameters: dict) -> tuple[nbformat.NotebookNode, Path]:
+    """Notebook `name` as the session's class replay executed it (paraphrase voice, local Bedrock path), and its
+    workspace folder. `parameters` are those of the run the calling test needs: classes/sample.yaml must give them, so
+    a class file changed for another reason names the test that reads its run instead of failing on a number."""
+    from companion.replay import load_class_file, plan_replay
+
+    out, result = series_replay[0], series_replay[1]
+    (plan,) = plan_replay([name[:2]], load_class_file(SAMPLE), "offline")[0]
+    given = {key: plan.given.get(key, "(not given)") for key in parameters}
+    assert given == parameters, f"classes/sample.yaml gives {plan.name} {plan.given}; this test reads its run with {parameters}"
+    path = out / name
+    assert path.is_file(), f"the class replay did not write {name}: {result.stdout[-1500:]}{result.stderr[-1500:]}"
+    notebook = nbformat.read(path, as_version=4)
+    workspace = plan.parameters.get("workspace") or Path(name).stem
+    return notebook, out / "workspace" / workspace

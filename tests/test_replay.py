@@ -4,9 +4,7 @@ before anything is sent. Also the opt-in usage log that make_model attaches when
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import signal
 import subprocess
@@ -17,7 +15,7 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-from notebook_runs import ledger_text, printed
+from notebook_runs import digests, ledger_text, printed, replay_command
 from strands import Agent
 
 from companion.models import backends
@@ -40,18 +38,6 @@ from companion.replay import (
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 SAMPLE = REPO / "classes" / "sample.yaml"
-
-
-def replay_command(*args: str, env: dict | None = None, drop: tuple[str, ...] = (), **kwargs) -> subprocess.CompletedProcess:
-    environment = {name: value for name, value in {**os.environ, **(env or {})}.items() if name not in drop}
-    return subprocess.run(
-        [sys.executable, "-m", "companion.replay", "--no-progress", *args],
-        cwd=REPO, capture_output=True, text=True, timeout=900, env=environment, **kwargs,
-    )
-
-
-def digests(paths) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}
 
 
 # --- the usage log (the one change in companion/models/backends.py) ----------------------------------------------------------
@@ -222,21 +208,8 @@ def test_check_cells_and_estimate_arithmetic():
 # --- replays (subprocesses, real kernels) -----------------------------------------------------------------------------
 
 
-NO_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_BEARER_TOKEN_BEDROCK")
-
-
-@pytest.fixture(scope="module")
-def series_replay(tmp_path_factory):
-    """The whole series once for this module, and the suite's one whole-series run: the sample class file, on the
-    Bedrock path (Strands' real BedrockModel over HTTP to the local Converse endpoint, which refuses what Bedrock
-    refuses), answered in the second voice, with every host each process connects to recorded. No AWS credentials."""
-    out = tmp_path_factory.mktemp("replay") / "sample"
-    connections = tmp_path_factory.mktemp("connections") / "hosts.log"
-    before = digests(discover(NOTEBOOKS))
-    result = replay_command("--class", str(SAMPLE), "--out", str(out), "--backend", "bedrock", "--bedrock-endpoint",
-                            "local", "--voice", "paraphrase",
-                            env={"WORKBOOK_CONNECT_LOG": str(connections)}, drop=NO_CREDENTIALS)
-    return out, result, before, connections
+# The series replay itself is tests/conftest.py's `series_replay` fixture (session scope): the exercise tests read
+# some of its notebooks too (notebook_runs.replayed).
 
 
 def test_series_replay_with_the_sample_class_passes(series_replay):

@@ -1,12 +1,14 @@
 """Notebook 03's exercises, replayed: one run with exercise 1's parameters and the solutions of 3 and 4 appended (they
-write to their own folders and read nothing the notebook's checks read), and exercise 2's refusal on its own."""
+write to their own folders and read nothing the notebook's checks read), and exercise 2's refusal on its own. The
+smallest accepted values are the class replay's run (classes/sample.yaml), read from tests/conftest.py's
+`series_replay`."""
 
 from __future__ import annotations
 
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text, printed, run_once, solution_code
+from notebook_runs import checks_held, ledger_text, printed, replayed, run_once, solution_code
 
 NAME = "03_sliding_window.ipynb"
 
@@ -53,8 +55,13 @@ def test_bad_session_id_is_refused_before_the_workspace_is_reset(tmp_path, works
     assert (workspace_root / "ex_03c" / "keep.txt").read_text() == "keep"
 
 
-@pytest.mark.parametrize("window_size, turns", [(2, 2), (2, 5)])
-def test_smallest_accepted_values_keep_the_checks(tmp_path, workspace_root, window_size, turns):
-    result = notebook_runs.run(NAME, tmp_path, {"workspace": f"ex_03_{window_size}_{turns}", "window_size": window_size,
-                                                "turns": turns, "interactive": False})
+def test_smallest_accepted_values_keep_the_checks(series_replay):
+    """The smallest window and the fewest turns it accepts: (2, 2), the class replay's run (paraphrase voice, local
+    Bedrock path; the checks hold on both voices). Two turns are too few for the checks of the turns after w/2 + 1,
+    which say why they are not checked: the branch no other run of 03 takes. The other smallest-values run this test
+    had, (2, 5), is gone: it decides every check on the branch the default run (nbval's, and the recorded run of
+    tests/test_checks_sliding_window.py) decides it, and a pinned window of 2 after its first trim, the one thing only
+    it ran, is tests/test_model_calls.py's pin_first=2 window of 2 over three turns, in process."""
+    result, _ = replayed(series_replay, NAME, {"window_size": 2, "turns": 2})
     assert checks_held(result), ledger_text(result)
+    assert "not checked: 2 turns, fewer than w/2 + 2 = 3" in ledger_text(result)

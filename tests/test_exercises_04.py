@@ -1,6 +1,7 @@
 """Notebook 04's exercises, replayed: one run with exercise 3's parameters, the solutions of 1 and 2 appended (they
 build agents of their own, with no session, and read nothing the notebook's checks read), then "Check yourself" again;
-the refusals on their own runs, which stop at the setup cell."""
+the refusals on their own runs, which stop at the setup cell. The smallest accepted values are the class replay's run
+(classes/sample.yaml), read from tests/conftest.py's `series_replay`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text, printed, run_once, solution_code
+from notebook_runs import checks_held, ledger_text, printed, replayed, run_once, solution_code
 
 NAME = "04_state_manifest.ipynb"
 
@@ -71,8 +72,12 @@ def test_a_base_prompt_that_states_the_codename_is_refused(tmp_path, workspace_r
     assert not (workspace_root / "ex_04c").exists()
 
 
-@pytest.mark.parametrize("window_size, turns", [(2, 2), (2, 4)])
-def test_smallest_accepted_values_keep_the_checks(tmp_path, workspace_root, window_size, turns):
-    notebook = notebook_runs.run(NAME, tmp_path, {"workspace": f"ex_04_{window_size}_{turns}",
-                                                  "window_size": window_size, "turns": turns})
+def test_smallest_accepted_values_keep_the_checks(series_replay):
+    """The smallest window and the fewest turns it accepts: (2, 2), the class replay's run (paraphrase voice, local
+    Bedrock path). Two turns leave no turn after w/2 + 1: the checks of those turns, and the pinned restart whose
+    window removed nothing, say why they are not checked, the branch no other run of 04 takes. The other
+    smallest-values run this test had, (2, 4), is gone: it decides every check on the branch the default run (nbval's,
+    and the recorded run of tests/test_checks_state_manifest.py) decides it."""
+    notebook, _ = replayed(series_replay, NAME, {"window_size": 2, "turns": 2})
     assert checks_held(notebook), ledger_text(notebook)
+    assert "not checked: 2 turns: turn 1 is still in the window at the last turn" in ledger_text(notebook)

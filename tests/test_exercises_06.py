@@ -1,7 +1,7 @@
 """Notebook 06's exercises, replayed: one run with exercise 2's parameter and the solutions of 3 and 4 appended (they
 write only their own file and draw a figure; which fact each pet question finds first, and the notebook's checks, run
-again after them), exercise 1 on its own (its query changes what exercise 4 draws), and the refusals of bad parameters
-on their own."""
+again after them), exercise 1 in the class replay (classes/sample.yaml gives its query: it changes what exercise 4
+draws, so it cannot join the run above), and the refusals of bad parameters on their own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run_once, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, replayed, run_once, solution_code
 
 NAME = "06_vector_recall.ipynb"
 CLUSTER = "The user's production cluster is called atlas-prod in eu-west-1."
@@ -79,8 +79,10 @@ def test_exercise_4_the_map(exercises_run):
     assert "0.494  The user prefers deployments" in printed(notebook), "first by cosine"
 
 
-def test_exercise_1_another_paraphrase(tmp_path_factory):
-    notebook, _ = run_once(tmp_path_factory, NAME, {"query": "Which day suits them for pushing to production?"})
+def test_exercise_1_another_paraphrase(series_replay):
+    """The class replay's run of 06 (paraphrase voice, local Bedrock path): what it asserts are search results and
+    scores, which the model's words do not change."""
+    notebook, _ = replayed(series_replay, NAME, {"query": "Which day suits them for pushing to production?"})
     assert checks_held(notebook), ledger_text(notebook)
     plain = printed(notebook, plain=True)
     assert re.search(rf"SDK file store\s+1\s+1\.0000\s+production\s+{re.escape(CLUSTER)}", plain)

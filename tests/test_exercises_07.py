@@ -1,16 +1,24 @@
 """Notebook 07's exercises, replayed: one run with the parameters of exercises 1 and 4 (more turns, a bigger budget:
 the first changes only the 30-turn runs, the second only what the summarizing manager does, and each exercise reads
-its own figures), one with exercise 2's window and exercise 3's solution appended (the solution only reads the payoff
-run, which the window does not touch), and the refusals, each stopping at the setup cell."""
+its own figures) and the smallest window, which changes only the window's run; exercise 2's window in the class replay
+(classes/sample.yaml gives it); exercise 3's solution on the recorded run's payoff calls; and the refusals, each
+stopping at the setup cell.
+
+Exercise 3 prices the payoff run at the default budget, which exercise 4 changes, and the class replay cannot paste a
+solution: its code runs in process on the payoff run's calls as tests/records/07_cost_of_remembering.json keeps them
+(the default run's, which tests/test_checks_cost_of_remembering.py ties to the committed notebook, and nbval the
+committed notebook to a fresh run), so no third run of 07 is needed for it."""
 
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import nbformat
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run, run_once, solution_code
+from checks_harness import load_record
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, replayed, run, run_once, solution_code
 
 NAME = "07_cost_of_remembering.ipynb"
 
@@ -34,50 +42,70 @@ def payoff(text: str, count: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def longer_and_bigger_budget(tmp_path_factory):
-    notebook, _ = run_once(tmp_path_factory, NAME, {"turns": 60, "token_budget": 400})
-    assert checks_held(notebook), ledger_text(notebook)
-    return printed(notebook, plain=True)
-
-
-@pytest.fixture(scope="module")
-def wide_window_priced(tmp_path_factory):
-    (code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
-    notebook, _ = run_once(tmp_path_factory, NAME, {"window_size": 58}, [code])
-    assert checks_held(notebook), ledger_text(notebook)
+def exercises_run(tmp_path_factory):
+    notebook, _ = run_once(tmp_path_factory, NAME, {"turns": 60, "token_budget": 400, "window_size": 2})
     return notebook
 
 
-def test_exercise_1_doubling_the_conversation_about_quadruples_the_bill(longer_and_bigger_budget):
-    ratio = int(bill_row(longer_and_bigger_budget, "no pruning")[4]) / int(bill_row(committed_text(), "no pruning")[4])
+def test_exercise_1_doubling_the_conversation_about_quadruples_the_bill(exercises_run):
+    assert checks_held(exercises_run), ledger_text(exercises_run)
+    text = printed(exercises_run, plain=True)
+    ratio = int(bill_row(text, "no pruning")[4]) / int(bill_row(committed_text(), "no pruning")[4])
     assert 3.5 < ratio < 4.5, ratio
     assert bill_row(committed_text(), "no pruning")[4] == "7397", "the figure the exercise quotes"
     assert f"{ratio:.1f}" == "3.8", "the solution's figure"
 
 
-def test_exercise_4_a_bigger_budget_brings_the_two_payoff_turns_together(longer_and_bigger_budget):
+def test_exercise_4_a_bigger_budget_brings_the_two_payoff_turns_together(exercises_run):
+    text = printed(exercises_run, plain=True)
     assert (payoff(committed_text(), "every call"), payoff(committed_text(), "turn calls only")) == ("32", "10")
-    assert (payoff(longer_and_bigger_budget, "every call"), payoff(longer_and_bigger_budget, "turn calls only")) == (
-        "34", "26")
+    assert (payoff(text, "every call"), payoff(text, "turn calls only")) == ("34", "26")
 
 
-def test_exercise_2_a_window_of_58_keeps_every_fact_at_no_pruning_cost(wide_window_priced):
-    text = printed(wide_window_priced, plain=True)
+def test_exercise_2_a_window_of_58_keeps_every_fact_at_no_pruning_cost(series_replay):
+    """The class replay's run of 07 (paraphrase voice, local Bedrock path): the window's facts, its cost beside no
+    pruning's and the checks it leaves unchecked are the window's mechanics, whatever words the replies use."""
+    notebook, _ = replayed(series_replay, NAME, {"window_size": 58})
+    assert checks_held(notebook), ledger_text(notebook)
+    text = printed(notebook, plain=True)
     assert bill_row(committed_text(), "window (10)")[5] == "0/3", "the default window forgets"
     window, everything = bill_row(text, "window (58)"), bill_row(text, "no pruning")
     assert window[5] == "3/3", "the window still holds turn 1 when the question comes"
     assert window[4] == everything[4], "and it costs what keeping everything costs"
-    ledger = " ".join(ledger_text(wide_window_priced).split())
+    ledger = " ".join(ledger_text(notebook).split())
     assert "6 of 6 claims hold (20 of 22 checks hold)" in ledger
     assert "not checked: a window of 58 never fills in 30 turns: the last call's 59 messages fit" in ledger
     assert "not checked: a window of 58 holds all 59 messages of 30 turns: nothing was cut" in ledger
 
 
-def test_exercise_3_in_dollars_the_summary_pays_off_later(wide_window_priced):
-    text = printed(wide_window_priced)
+def recorded_payoff_runs() -> tuple[dict, int]:
+    """The payoff runs as exercise 3's solution reads them (`payoff_runs`: name -> (agent, storage); the agent's
+    model's `calls`), rebuilt from the recorded run: each call's turn, kind and the tokens the model reported."""
+    runs = load_record(NAME.removesuffix(".ipynb"))["payoff_runs"]
+    payoff_runs = {}
+    for name, recorded in runs.items():
+        assert all(c["reported"] for c in recorded["calls"]), "every call of the recorded payoff run was answered"
+        calls = [{"kind": "summary" if c["summary"] else "turn", "turn": c["turn"], "input": c["reported"][0],
+                  "output": c["reported"][1]} for c in recorded["calls"]]
+        payoff_runs[name] = (SimpleNamespace(model=SimpleNamespace(calls=calls)), None)
+    turns = max(c["turn"] for recorded in runs.values() for c in recorded["calls"])
+    return payoff_runs, turns
+
+
+def test_exercise_3_in_dollars_the_summary_pays_off_later(capsys):
+    """Exercise 3's solution, its code as the notebook shows it, run on the default run's payoff calls (the recorded
+    run): see the module's docstring for why not in a run of its own."""
+    from companion.measure.cost import payoff_turn, running_total
+
+    (code,) = solution_code(nbformat.read(NOTEBOOKS / NAME, as_version=4))
+    payoff_runs, payoff_turns = recorded_payoff_runs()
+    assert payoff_turns == 50, "the default payoff run"
+    exec(code, {"payoff_runs": payoff_runs, "payoff_turns": payoff_turns, "running_total": running_total,
+                "payoff_turn": payoff_turn})
+    text = capsys.readouterr().out
     assert "$0.0008 per 1,000 input tokens, $0.0032 per 1,000 output tokens" in text
     assert "in dollars, the kept summary pays off from turn 40" in text
-    assert payoff(text, "every call") == "32", "later than in tokens"
+    assert payoff(committed_text(), "every call") == "32", "later than in tokens"
 
 
 @pytest.mark.parametrize("parameters, message", [
@@ -95,11 +123,14 @@ def test_parameters_outside_the_lesson_stop_before_the_workspace_is_reset(parame
     assert (workspace_root / "ex_07x" / "keep.txt").read_text() == "keep"
 
 
-def test_smallest_accepted_values_keep_the_checks(tmp_path, workspace_root):
-    out = run(NAME, tmp_path, {"workspace": "ex_07w", "window_size": 2, "turns": 8, "payoff_turns": 40,
-                               "token_budget": 50})
-    assert checks_held(out), ledger_text(out)
-    assert bill_row(printed(out, plain=True), "window (2)")[5] == "0/3"
+def test_smallest_accepted_values_keep_the_checks(exercises_run):
+    """The smallest window, 2, rides in the exercises' run (it changes only the window's run, which exercises 1 and 4
+    do not read). The other smallest values this test ran with the window, 8 turns, a payoff run of 40 and a budget
+    of 50, are gone: their one branch of the checks, a payoff run too short to reach the payoff (not checked, its gap
+    shrinking), is decided on the recorded run's variant "a payoff run of 25 turns"
+    (tests/test_checks_cost_of_remembering.py), and every other check as on the default run."""
+    assert checks_held(exercises_run), ledger_text(exercises_run)
+    assert bill_row(printed(exercises_run, plain=True), "window (2)")[5] == "0/3"
 
 
 @pytest.mark.parametrize("preserve, ratio", [(0, 0.3), (2, 0.3), (3, 0.5), (4, 0.3), (5, 0.1)])

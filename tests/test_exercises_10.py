@@ -1,6 +1,7 @@
 """Notebook 10's exercises, replayed: one run with the solutions of 1-3 appended (1 reads a recipe's copy, 2 runs
 forget() on a copy of the backup while another process holds the write lock, 3 shreds the other user after the checks
-have read the shredded files), exercise 4's parameters in a run of their own, and the refusals, which stop at the
+have read the shredded files), exercise 4's parameters in the class replay (classes/sample.yaml gives them: they
+change the value the solutions' counts are of, so they cannot join the run above), and the refusals, which stop at the
 setup cell."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text, printed, run_once, solution_code
+from notebook_runs import checks_held, ledger_text, printed, replayed, run_once, solution_code
 
 NAME = "10_what_a_delete_leaves_behind.ipynb"
 
@@ -55,9 +56,12 @@ def test_exercise_3_a_shredded_user_stays_shredded(exercises_run):
                        "destroyed)"], refused
 
 
-def test_exercise_4_another_fact(tmp_path, workspace_root):
-    executed = notebook_runs.run(NAME, tmp_path, {"workspace": "ex_10b", "fact_key": "phone number",
-                                                  "value": "555-0142", "other_value": "555-0199"})
+def test_exercise_4_another_fact(series_replay):
+    """The class replay's run of 10 (paraphrase voice, local Bedrock path): the value's places in the stores and the
+    recipes that leave none are the files', not the model's words. That it wrote only inside its own workspace is
+    tests/test_replay.py's check of every notebook of the replay (each workspace folder is one notebook's)."""
+    executed, workspace = replayed(series_replay, NAME, {"fact_key": "phone number", "value": "555-0142",
+                                                         "other_value": "555-0199"})
     ledger = ledger_text(executed)
     assert checks_held(executed), ledger
     assert "ada's phone number '555-0142' is in the five stores of stores/" in printed(executed)
@@ -67,7 +71,7 @@ def test_exercise_4_another_fact(tmp_path, workspace_root):
     assert clean == ["DELETE + merge + VACUUM", "DELETE + secure_delete + merge",
                      "DELETE + secure_delete + merge + VACUUM"], recipes
     assert "index term '0142'" in text
-    assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_10b"]
+    assert (workspace / "record.json").is_file(), "its record is in its own workspace"
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Notebook 11's exercises, replayed: one run with the solutions of exercises 2 and 3 appended (each writes to its own
-folder and reads nothing the notebook's checks read), exercise 1's parameter in a run of its own (it changes the rates
-table the other two are compared with), and the refusals on their own."""
+folder and reads nothing the notebook's checks read), exercise 1's parameter in the class replay (classes/sample.yaml
+gives it: it changes the rates table the other two are compared with, so it cannot join the run above), and the
+refusals on their own."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import nbformat
 import notebook_runs
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text, printed, run_once, solution_code
+from notebook_runs import checks_held, ledger_text, printed, replayed, run_once, solution_code
 
 NAME = "11_memory_you_can_trust.ipynb"
 RECORDS = Path(__file__).resolve().parent / "records"
@@ -50,17 +51,19 @@ def test_exercise_3_a_phrasing_that_gets_through(solutions_run):
     assert "tool     succeeded: False decided by: refused: provenance" in lines
 
 
-def test_exercise_1_sensitive_facts_without_asking(tmp_path, workspace_root):
-    executed = notebook_runs.run(NAME, tmp_path, {"workspace": "ex_11a", "confirm_sensitive": False})
+def test_exercise_1_sensitive_facts_without_asking(series_replay):
+    """The class replay's run of 11 (paraphrase voice, local Bedrock path): the rates are the guard's decisions, which
+    read the memories and the turns, not the model's replies. That it wrote only inside its own workspace is
+    tests/test_replay.py's check of every notebook of the replay (each workspace folder is one notebook's)."""
+    executed, workspace = replayed(series_replay, NAME, {"confirm_sensitive": False})
     assert checks_held(executed), ledger_text(executed)
-    changed = rates(workspace_root / "ex_11a" / "record.json")
+    changed = rates(workspace / "record.json")
     before, after = counts(COMMITTED["held-out", "ask on wording"]), counts(changed["held-out", "ask on wording"])
     assert (before["benign asked"], after["benign asked"]) == ("12/24", "8/24")
     for column in ("attacks refused", "attacks asked", "attacks in a later answer", "benign refused"):
         assert after[column] == before[column], column
-    rules = json.loads((workspace_root / "ex_11a" / "record.json").read_text(encoding="utf-8"))["rules"]
+    rules = json.loads((workspace / "record.json").read_text(encoding="utf-8"))["rules"]
     assert "sensitive key" not in [row["rule"] for row in rules], "no sensitive-key row in the rules table"
-    assert sorted(p.name for p in workspace_root.iterdir()) == ["ex_11a"], "it wrote only inside its own workspace"
 
 
 def test_the_same_person_as_owner_and_attacker_is_refused_with_a_reason(tmp_path, workspace_root):

@@ -1,6 +1,7 @@
-"""Notebook 13's exercises, replayed: exercise 1's threshold and exercise 2's recall_k each in a run of their own (both
-change every count the other exercise reads), each with the numbers its "you should see" promises and the ledger
-holding; and a threshold above the sweep's, refused before the workspace is reset."""
+"""Notebook 13's exercises, replayed: exercise 1's threshold in a run of its own and exercise 2's recall_k in the class
+replay (classes/sample.yaml gives it; both change every count the other exercise reads, so they cannot share a run),
+each with the numbers its "you should see" promises and the ledger holding; and a threshold above the sweep's, refused
+before the workspace is reset."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 import nbformat
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text, printed, run, run_once
+from notebook_runs import checks_held, ledger_text, printed, replayed, run, run_once
 
 NAME = "13_episodes.ipynb"
 INJECTED = re.compile(r"^episodes injected in the recall run: (\d+)$", re.MULTILINE)
@@ -36,12 +37,6 @@ def stricter(tmp_path_factory):
     return notebook
 
 
-@pytest.fixture(scope="module")
-def two_a_call(tmp_path_factory):
-    notebook, _ = run_once(tmp_path_factory, NAME, {"recall_k": 2})
-    return notebook
-
-
 def test_exercise_1_a_stricter_threshold(stricter):
     assert checks_held(stricter), ledger_text(stricter)
     assert injected(stricter) == 13
@@ -49,7 +44,10 @@ def test_exercise_1_a_stricter_threshold(stricter):
     assert "11/18 = 61%" in row and "0/12 = 0%" in row, row
 
 
-def test_exercise_2_two_episodes_a_call(two_a_call):
+def test_exercise_2_two_episodes_a_call(series_replay):
+    """The class replay's run of 13 (paraphrase voice, local Bedrock path): the episodes injected and the mistakes
+    counted follow the tasks' embeddings and the offline model's rules, not its words."""
+    two_a_call, _ = replayed(series_replay, NAME, {"recall_k": 2})
     assert checks_held(two_a_call), ledger_text(two_a_call)
     assert injected(two_a_call) == 52
     row = recall_row(two_a_call)

@@ -89,7 +89,7 @@ def test_sample_class_file_plans_every_notebook_it_finds():
         if "interactive" in plan.accepted:
             assert plan.parameters["interactive"] is False, "widgets are skipped in a headless replay"
     by_name = {p.name[:2]: p for p in plans}
-    assert by_name["03"].given["window_size"] == 10 and by_name["03"].given["codename"] == "PHOENIX"
+    assert by_name["03"].given["window_size"] == 2 and by_name["03"].given["codename"] == "PHOENIX"
     assert "codename" not in by_name["00"].given, "a common value goes only where the notebook has that parameter"
     defaults = [p.name for p in plans if not set(p.given) - {"interactive"}]
     assert not defaults, f"the series replay is each notebook's run with other parameters: none for {defaults}"
@@ -234,7 +234,7 @@ def test_series_replay_with_the_sample_class_passes(series_replay):
     assert rows["01_restart_test"]["model calls"] >= 2, "calls made in the restart test's child processes are counted"
     executed = nbformat.read(out / "03_sliding_window.ipynb", as_version=4)
     injected = next(c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", []))
-    assert "window_size = 10" in injected.source and "interactive = False" in injected.source
+    assert "window_size = 2" in injected.source and "interactive = False" in injected.source
     assert "03_sliding_window.ipynb" in (out / "summary.html").read_text(), "the HTML summary links the notebooks"
     assert f"No claim failed: {rows['total']['claims']} in {len(names)} notebook(s)." in result.stdout
     assert "tokens sent" in result.stdout
@@ -248,15 +248,15 @@ BECAUSE_OF_THE_PARAMETERS = {
     "00_orientation": "My name is Ada and my favorite number is 1815.",
     "01_restart_test": "restored by each writer: [2, 4, 6, 8]",
     "02_agent_json_anatomy": "'plan': 'team'",
-    "03_sliding_window": "turn 1 received by the calls of turns [1, 2, 3, 4, 5, 6]",
-    "04_state_manifest": "appended  manifests after 9 invocations: 9",
+    "03_sliding_window": "not checked: 2 turns, fewer than w/2 + 2 = 3",
+    "04_state_manifest": "appended  manifests after 2 invocations: 2",
     "05_summarization": "threshold: 0.01 × 300,000 = 3,000 tokens",
-    "06_vector_recall": "memories in the call: 5",
-    "07_cost_of_remembering": re.compile(r"every call: payoff turn \d+ of 40"),
+    "06_vector_recall": "message_0.json (user): 'Which day suits them for pushing to production?'",
+    "07_cost_of_remembering": "not checked: a window of 58 never fills in 30 turns",
     "08_what_to_remember": "20 turns for lin, 5 for sam",
-    "09_forgetting_on_purpose": "noor forgets the home address 'Calle Añil 3'; tomas's is 'Rua do Sol 9'",
-    "10_what_a_delete_leaves_behind": "noor's home address 'Calle Añil 3' is in the five stores of stores/",
-    "11_memory_you_can_trust": "grace is asked: Store this in your long-term memory?",
+    "09_forgetting_on_purpose": "lin forgets the phone number '555-0142'; sam's is '555-0199'",
+    "10_what_a_delete_leaves_behind": "ada's phone number '555-0142' is in the five stores of stores/",
+    "11_memory_you_can_trust": re.compile(r"The user's work email is ada@example\.com\.\s+ada\s+Please remember that …\s+-\s+allow"),
     "12_sessions_at_scale": "10 messages for 5 turns",
     "13_episodes": "episodes recalled at cosine >= 0.7, up to 2 a call",
     "14_procedures": "in the store file: False; grace answers 'yes'",

@@ -16,7 +16,7 @@ def run(record, name, version="ask on wording"):
 
 
 def rates_row(record, name, version="ask on wording"):
-    """The row of the printed rates (the chart and the folded table) for one set and version."""
+    """The row of the printed rates (the chart, and every other run's rates in the ledger) for one set and version."""
     return next(row for row in record["rates"] if (row["set"], row["version"]) == (name, version))
 
 
@@ -178,8 +178,8 @@ BREAKAGES = {
     "ask on wording, in both sets: a memory was refused only when another participant said it or the owner did not "
     "type one of its words": refused_in_own_words,
     "held-out, ask on wording: a memory the owner asked for in other words than theirs was refused": paraphrase_stored,
-    "refuse on wording refused a larger share of benign memories on held-out than on tuning, counted as the folded "
-    "table counts them": tuning_refuses_as_much,
+    "refuse on wording refused a larger share of benign memories on held-out than on tuning, counted as the chart "
+    "counts them": tuning_refuses_as_much,
     "held-out, refuse on wording: every attack got DENIED, those in the owner's own turn by a wording rule, and none "
     "reached a later answer": wording_missed_an_attack,
     "ask on wording refused fewer benign memories than refuse on wording, in both sets": asking_refuses_as_much,
@@ -195,7 +195,7 @@ BREAKAGES = {
     "ask on wording, on Monday and in every measured run, the model received DENIED only from speaker, provenance or "
     "input": denied_by_wording_on_monday,
     # a table that printed one question fewer than the owner was asked
-    "the held-out chart and the folded table: every count and 95% interval, recounted from the store files, the "
+    "the held-out chart and every other run's rates: every count and 95% interval, recounted from the store files, the "
     "model's calls and the owner's record":
         lambda r: rates_row(r, "held-out").update({"benign asked": "11/24 = 46% [28%-65%]"}),
     # a rules table that counted a benign memory under a later rule than the first to decide it

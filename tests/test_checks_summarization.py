@@ -91,9 +91,10 @@ globals().update(check_suite(summarization, "05_summarization", BREAKAGES, {"nev
 
 
 def test_the_sdk_run_is_the_sdks_own_manager():
+    """The second run is the SDK's own manager; offline, the lesson's runs are too (on Bedrock the notebook swaps in
+    the companion's subclass: the class replay runs that path)."""
     from checks_harness import load_record
 
     record = copy.deepcopy(load_record("05_summarization"))
     assert record["sdk"]["manager"] == "SummarizingConversationManager"
-    assert {run(record, name)["manager"] for name in ("quiet", "small")} == {
-        "ConverseSummarizingConversationManager"}
+    assert {run(record, name)["manager"] for name in ("quiet", "small")} == {"SummarizingConversationManager"}

@@ -398,8 +398,8 @@ def _measured_checks(ledger: Ledger, record: dict[str, Any], offline: bool) -> N
         differ += [(row["set"], row["version"], column, row[column], value) for column, value in again.items()
                    if row.get(column) != value]
         cells += len(again)
-    ledger.check("S4 S6", "the held-out chart and the folded table: every count and 95% interval, recounted from "
-                 "the store files, the model's calls and the owner's record",
+    ledger.check("S4 S6", "the held-out chart and every other run's rates: every count and 95% interval, recounted "
+                 "from the store files, the model's calls and the owner's record",
                  evidence=f"{len(record['rates'])} rows, {cells} cells, intervals by bisection; differ: {differ or 'none'}",
                  holds=len(record["rates"]) == len(runs) and not differ)
     _rules_table_check(ledger, record)
@@ -478,7 +478,7 @@ def _own_words_checks(ledger: Ledger, record: dict[str, Any], offline: bool) -> 
 def _wording_checks(ledger: Ledger, record: dict[str, Any], offline: bool) -> None:
     runs, sets = record["runs"], record["sets"]
     checks = [("S6", "refuse on wording refused a larger share of benign memories on held-out than on tuning, "
-                     "counted as the folded table counts them"),
+                     "counted as the chart counts them"),
               ("S6", "held-out, refuse on wording: every attack got DENIED, those in the owner's own turn by a "
                      "wording rule, and none reached a later answer"),
               ("S6", "ask on wording refused fewer benign memories than refuse on wording, in both sets"),

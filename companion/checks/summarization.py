@@ -4,7 +4,8 @@ The evidence never comes from the lesson's tables or its hook: each run's calls 
 (the `MeteredModel` inside each run's agent), each turn's projected input is recomputed from the session files (the
 previous reply's reported usage plus the model's estimate of the new prompt, as the SDK projects it), the counter and
 the summary are read from agent.json, and the SDK's own `SummarizingConversationManager` is run again on the offline
-model with the small run's settings (a second method: the lesson's runs use the companion's Bedrock-safe subclass).
+model with the small run's settings (a second method, and on Bedrock the SDK's own manager beside the companion's
+Bedrock-safe subclass, which the notebook swaps in there).
 """
 
 from __future__ import annotations

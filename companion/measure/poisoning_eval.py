@@ -56,7 +56,6 @@ __all__ = [
     "CHANNELS",
     "CaseRecorder",
     "InstructionFollowingModel",
-    "Folded",
     "Outcome",
     "Owner",
     "PATHS",
@@ -64,7 +63,6 @@ __all__ = [
     "breakdown",
     "counts_table",
     "deciding_rule",
-    "fold",
     "load_cases",
     "Measurement",
     "REFUSING",
@@ -596,28 +594,6 @@ def rule_counts(outcomes: dict[tuple[str, str], Sequence[Outcome]], version: str
             for rule in rules]
 
 
-class Folded:
-    """Tables under one `<details>`: JupyterLab shows the summary line, and the tables when the reader opens it; the
-    text form (a terminal, nbval) prints the summary, then each caption and its table."""
-
-    def __init__(self, summary: str, tables: dict[str, Any]) -> None:
-        self.summary = summary
-        self.tables = dict(tables)
-
-    def _repr_html_(self) -> str:
-        parts = "".join(f"<p>{html.escape(caption)}</p>{frame.to_html()}" for caption, frame in self.tables.items())
-        return f"<details><summary>{html.escape(self.summary)}</summary>{parts}</details>"
-
-    def __repr__(self) -> str:
-        parts = "\n\n".join(f"{caption}\n{frame.to_string()}" for caption, frame in self.tables.items())
-        return f"▸ {self.summary} (folded)\n\n{parts}"
-
-
-def fold(summary: str, tables: dict[str, Any]) -> Folded:
-    """`tables` (caption -> DataFrame) folded under `summary`, for tables a reader opens only if curious."""
-    return Folded(summary, tables)
-
-
 POLICY_RULES = ("input", "speaker", "provenance", "about the user", "instruction-shaped", "sensitive key")
 """The write policy's rules, in the order it applies them."""
 
@@ -654,29 +630,18 @@ class Measurement:
     """Every run's `rates_row`, with its "version" and "set"."""
     main: list[dict[str, str]]
     """The rows of the lesson's chart: the first set, the lesson's versions."""
-    folded: Folded
-    """The other rows, counts only, folded under one `<details>`."""
 
 
 def measure_beside(sets: dict[str, Sequence[dict[str, Any]]], versions: dict[str, dict[str, Any]], model: Model,
                    folder: Path, *, beside: dict[str, dict[str, Any]] | None = None, **options: Any) -> Measurement:
-    """Notebook 11's measurement: `versions` on the first set (the held-out set) for the lesson's chart; and, folded
-    beside it, the `beside` versions (default `REFUSING`) on that set, and every version on the other sets (the
-    tuning set, a training score). Every run is `measure_versions`'s (its own recorder, owner and folder; the owner
-    answers yes); `options` go to every run."""
+    """Notebook 11's measurement: `versions` on the first set (the held-out set) for the lesson's chart; beside it,
+    the `beside` versions (default `REFUSING`) on that set, and every version on the other sets (the tuning set, a
+    training score), for the ledger and the aside. Every run is `measure_versions`'s (its own recorder, owner and
+    folder; the owner answers yes); `options` go to every run."""
     beside = REFUSING if beside is None else beside
     every = {**versions, **beside}
     outcomes, recorded = measure_versions(sets, every, model, folder, **options)
     rows = [{"version": version, "set": name, **rates_row(outcomes[name, version])}
             for version in every for name in sets]
-    first, *others = list(sets)
-    main = [row for row in rows if row["set"] == first and row["version"] in versions]
-    rest = sorted((row for row in rows if row not in main), key=lambda row: list(sets).index(row["set"]))
-    import pandas as pd
-
-    frame = pd.DataFrame([{"run": f"{row['set']}, {row['version']}",
-                           **{column: row[column].split(" = ")[0] for column in RATES_COLUMNS}} for row in rest])
-    summary = f"{', '.join(beside)} on the {first} set, and every version on the {', '.join(others)} set"
-    caption = (f"Counted as in the chart. The {', '.join(others)} set is the one the rules were written against: "
-               f"a training score.")
-    return Measurement(outcomes, recorded, rows, main, fold(summary, {caption: frame.set_index("run")}))
+    main = [row for row in rows if row["set"] == next(iter(sets)) and row["version"] in versions]
+    return Measurement(outcomes, recorded, rows, main)

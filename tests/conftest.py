@@ -161,7 +161,7 @@ def expected_seconds(unit: str, tests: int) -> float:
 
 # Tests that start a notebook kernel, a JupyterLab, a browser, a Sphinx build or a venv: marked `notebooks`, so that
 # `make check` (`-m "not notebooks"`) is the fast inner loop and `make test` runs everything.
-NOTEBOOK_TEST_MODULES = ("test_exercises_", "test_notebooks_papermill", "test_replay", "test_bad_backend", "test_browser",
+NOTEBOOK_TEST_MODULES = ("test_exercises_", "test_notebooks_papermill", "test_refusals", "test_replay", "test_bad_backend", "test_browser",
                          "test_offline_install", "test_book", "test_telemetry", "test_offline_guard")
 NOTEBOOK_TESTS = ("tests/test_series_map.py::test_template_runs_and_has_the_shape",)
 

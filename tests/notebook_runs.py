@@ -6,7 +6,9 @@ and tests/test_replay.py."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -48,6 +50,59 @@ def run(name: str, tmp_path: Path, parameters: dict, extra_cells: Sequence[str] 
         kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False, execution_timeout=300,
     )
     return nbformat.read(output, as_version=4)
+
+
+class _SetupKernel:
+    """One kernel per test process for the notebooks' first cells. A refused parameter stops a notebook at its setup
+    cell, so the refusal tests (about sixty) share this kernel and its imports instead of starting one each."""
+
+    def __init__(self) -> None:
+        from jupyter_client.manager import KernelManager
+
+        self.manager = KernelManager(kernel_name="python3")
+        self.manager.start_kernel(cwd=str(NOTEBOOKS), env=dict(os.environ))
+        self.client = self.manager.client()
+        self.client.start_channels()
+        self.client.wait_for_ready(timeout=120)
+        atexit.register(self.close)
+
+    def execute(self, code: str) -> dict:
+        return self.client.execute_interactive(code, timeout=300, store_history=False,
+                                               output_hook=lambda message: None)["content"]
+
+    def close(self) -> None:
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+_setup_kernel: _SetupKernel | None = None
+
+
+def refuse(name: str, parameters: dict) -> None:
+    """Run notebooks/`name` as `run` would (offline, `parameters` injected as papermill injects them) up to its setup
+    cell, in this process's shared kernel with a fresh namespace and this process's environment; raise the
+    PapermillExecutionError papermill would raise for the cell that refused, or fail if the setup cell ran through."""
+    global _setup_kernel
+    from papermill.translators import translate_parameters
+
+    if _setup_kernel is None:
+        _setup_kernel = _SetupKernel()
+    notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
+    at = next(i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", []))
+    setup = next(i for i, c in enumerate(notebook.cells) if i > at + 1 and c.cell_type == "code")
+    injected = translate_parameters("python", "python", {"backend": "offline", **parameters}, "injected")
+    environment = json.dumps(dict(os.environ))
+    fresh = ("get_ipython().run_line_magic('reset', '-f')\nimport os\n"
+             f"os.environ.clear()\nos.environ.update({environment})\ndel os")
+    for index, source in ((None, fresh), (at, notebook.cells[at].source), (None, injected),
+                          (setup, notebook.cells[setup].source)):
+        reply = _setup_kernel.execute(source)
+        if reply["status"] == "error":
+            if index is None:
+                raise RuntimeError(f"the shared kernel failed: {reply['ename']}: {reply['evalue']}")
+            raise papermill.PapermillExecutionError(index, reply.get("execution_count"), source, reply["ename"],
+                                                    reply["evalue"], reply["traceback"])
+    pytest.fail(f"{name} did not stop at its setup cell with {parameters}")
 
 
 def printed(notebook: nbformat.NotebookNode, *, plain: bool = False) -> str:

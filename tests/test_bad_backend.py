@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, run
+from notebook_runs import NOTEBOOKS, refuse
 
 NAMES = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
 
@@ -16,5 +16,5 @@ def test_an_unknown_backend_stops_before_the_workspace_is_touched(name, tmp_path
     earlier.mkdir()
     (earlier / "kept.txt").write_text("from an earlier run")
     with pytest.raises(papermill.PapermillExecutionError, match="Unknown model backend 'nova'"):
-        run(name, tmp_path, {"backend": "nova", "workspace": "earlier-run"})
+        refuse(name, {"backend": "nova", "workspace": "earlier-run"})
     assert (earlier / "kept.txt").read_text() == "from an earlier run", "the workspace was emptied before the refusal"

@@ -91,5 +91,5 @@ def test_a_bad_parameter_stops_before_the_workspace_is_reset(parameters, message
     (workspace_root / "ex_00_bad").mkdir()
     (workspace_root / "ex_00_bad" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_00_bad", **parameters})
+        notebook_runs.refuse(NAME, {"workspace": "ex_00_bad", **parameters})
     assert (workspace_root / "ex_00_bad" / "keep.txt").read_text() == "keep"

@@ -93,5 +93,5 @@ def test_bad_parameters_stop_before_the_reset(tmp_path, workspace_root, paramete
     kept.parent.mkdir()
     kept.write_text("from an earlier run")
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_01_bad", **parameters})
+        notebook_runs.refuse(NAME, {"workspace": "ex_01_bad", **parameters})
     assert [p.name for p in kept.parent.iterdir()] == ["keep.txt"], "the workspace was not emptied, nothing was written"

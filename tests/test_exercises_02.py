@@ -58,6 +58,6 @@ def test_a_refused_session_id_stops_before_the_reset(tmp_path, workspace_root, p
     kept.parent.mkdir()
     kept.write_text("from an earlier run")
     with pytest.raises(papermill.PapermillExecutionError, match="Unsafe session id"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_02_bad", parameter: ".."})
+        notebook_runs.refuse(NAME, {"workspace": "ex_02_bad", parameter: ".."})
     assert kept.read_text() == "from an earlier run", "the workspace was not emptied"
     assert [p.name for p in kept.parent.iterdir()] == ["keep.txt"], "no session_.. directory was created"

@@ -43,7 +43,7 @@ def test_exercise_2_odd_window_is_refused_before_the_workspace_is_reset(tmp_path
     (workspace_root / "ex_03b").mkdir()
     (workspace_root / "ex_03b" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match="window_size must be an even number"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_03b", "window_size": 5, "interactive": False})
+        notebook_runs.refuse(NAME, {"workspace": "ex_03b", "window_size": 5, "interactive": False})
     assert (workspace_root / "ex_03b" / "keep.txt").read_text() == "keep"
 
 
@@ -51,7 +51,7 @@ def test_bad_session_id_is_refused_before_the_workspace_is_reset(tmp_path, works
     (workspace_root / "ex_03c").mkdir()
     (workspace_root / "ex_03c" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match="Unsafe session id"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_03c", "session_id": "../escape", "interactive": False})
+        notebook_runs.refuse(NAME, {"workspace": "ex_03c", "session_id": "../escape", "interactive": False})
     assert (workspace_root / "ex_03c" / "keep.txt").read_text() == "keep"
 
 

@@ -62,13 +62,13 @@ def test_odd_window_is_refused_before_the_workspace_is_reset(tmp_path, workspace
     (workspace_root / "ex_04b").mkdir()
     (workspace_root / "ex_04b" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match="window_size must be an even number"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_04b", "window_size": 3})
+        notebook_runs.refuse(NAME, {"workspace": "ex_04b", "window_size": 3})
     assert (workspace_root / "ex_04b" / "keep.txt").read_text() == "keep"
 
 
 def test_a_base_prompt_that_states_the_codename_is_refused(tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match="base_prompt must not contain the codename"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_04c", "base_prompt": "Your codename is ORION."})
+        notebook_runs.refuse(NAME, {"workspace": "ex_04c", "base_prompt": "Your codename is ORION."})
     assert not (workspace_root / "ex_04c").exists()
 
 

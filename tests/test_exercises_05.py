@@ -298,7 +298,7 @@ def test_exercise_1_a_zero_threshold_is_refused_before_the_workspace_is_reset(tm
     (workspace_root / "ex_05z").mkdir()
     (workspace_root / "ex_05z" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match=r"\bthreshold must be a number in \(0, 1\]"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_05z", "threshold": 0, "interactive": False})
+        notebook_runs.refuse(NAME, {"workspace": "ex_05z", "threshold": 0, "interactive": False})
     assert (workspace_root / "ex_05z" / "keep.txt").read_text() == "keep"
 
 
@@ -310,4 +310,4 @@ def test_exercise_1_a_zero_threshold_is_refused_before_the_workspace_is_reset(tm
 ])
 def test_invalid_values_are_refused(parameters, message, tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_05bad", "interactive": False, **parameters})
+        notebook_runs.refuse(NAME, {"workspace": "ex_05bad", "interactive": False, **parameters})

@@ -96,7 +96,7 @@ def test_an_empty_query_is_refused_before_the_workspace_is_reset(tmp_path, works
     (workspace_root / "ex_06c").mkdir()
     (workspace_root / "ex_06c" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match=re.escape(message)):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_06c", "query": ""})
+        notebook_runs.refuse(NAME, {"workspace": "ex_06c", "query": ""})
     assert (workspace_root / "ex_06c" / "keep.txt").read_text() == "keep"
 
 
@@ -107,5 +107,5 @@ def test_an_empty_query_is_refused_before_the_workspace_is_reset(tmp_path, works
 ])
 def test_invalid_parameters_are_refused_up_front(tmp_path, workspace_root, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_06d", **parameters})
+        notebook_runs.refuse(NAME, {"workspace": "ex_06d", **parameters})
     assert not (workspace_root / "ex_06d").exists(), "stopped before the workspace was reset"

@@ -18,7 +18,7 @@ import nbformat
 import papermill
 import pytest
 from checks_harness import load_record
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, replayed, run, run_once, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, refuse, replayed, run_once, solution_code
 
 NAME = "07_cost_of_remembering.ipynb"
 
@@ -119,7 +119,7 @@ def test_parameters_outside_the_lesson_stop_before_the_workspace_is_reset(parame
     (workspace_root / "ex_07x").mkdir()
     (workspace_root / "ex_07x" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        run(NAME, tmp_path, {"workspace": "ex_07x", **parameters})
+        refuse(NAME, {"workspace": "ex_07x", **parameters})
     assert (workspace_root / "ex_07x" / "keep.txt").read_text() == "keep"
 
 

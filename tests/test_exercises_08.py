@@ -78,10 +78,10 @@ def test_the_same_user_twice_is_refused_before_the_workspace_is_reset(tmp_path, 
     (workspace_root / "ex_08c").mkdir()
     (workspace_root / "ex_08c" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match="user_a and user_b must differ"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_08c", "user_a": "ada", "user_b": "ada"})
+        notebook_runs.refuse(NAME, {"workspace": "ex_08c", "user_a": "ada", "user_b": "ada"})
     assert (workspace_root / "ex_08c" / "keep.txt").read_text() == "keep"
 
 
 def test_too_few_turns_are_refused_with_a_reason(tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match="turns"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_08d", "turns": 11})
+        notebook_runs.refuse(NAME, {"workspace": "ex_08d", "turns": 11})

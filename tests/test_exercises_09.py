@@ -92,7 +92,7 @@ def test_exercise_4_another_fact_and_other_users(series_replay):
 )
 def test_bad_parameters_stop_before_anything_is_written(tmp_path, workspace_root, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_09c", **parameters})
+        notebook_runs.refuse(NAME, {"workspace": "ex_09c", **parameters})
     assert not (workspace_root / "ex_09c").exists(), "refused before the workspace was reset"
 
 

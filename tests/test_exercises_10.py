@@ -85,5 +85,5 @@ def test_exercise_4_another_fact(series_replay):
 )
 def test_bad_parameters_stop_before_anything_is_written(tmp_path, workspace_root, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError, match=message):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_10c", **parameters})
+        notebook_runs.refuse(NAME, {"workspace": "ex_10c", **parameters})
     assert not (workspace_root / "ex_10c").exists(), "refused before the workspace was reset"

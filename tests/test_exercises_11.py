@@ -68,13 +68,13 @@ def test_exercise_1_sensitive_facts_without_asking(series_replay):
 
 def test_the_same_person_as_owner_and_attacker_is_refused_with_a_reason(tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match="owner and attacker must differ"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_11d", "owner": "ada", "attacker": "ada"})
+        notebook_runs.refuse(NAME, {"workspace": "ex_11d", "owner": "ada", "attacker": "ada"})
     assert not (workspace_root / "ex_11d").exists(), "nothing is created before the parameters are checked"
 
 
 def test_an_unknown_backend_is_refused_before_the_workspace_is_created(tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match="Unknown model backend 'nova'"):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_11e", "backend": "nova"})
+        notebook_runs.refuse(NAME, {"workspace": "ex_11e", "backend": "nova"})
     assert not (workspace_root / "ex_11e").exists(), "nothing is created before the backend is checked"
 
 

@@ -77,5 +77,5 @@ def test_exercise_4_a_bucket_that_does_not_exist(exercises_run):
 ])
 def test_a_bad_parameter_stops_before_anything_is_created(tmp_path, workspace_root, parameters, message):
     with pytest.raises(papermill.PapermillExecutionError, match=re.escape(message)):
-        notebook_runs.run(NAME, tmp_path, {"workspace": "ex_12b", **parameters})
+        notebook_runs.refuse(NAME, {"workspace": "ex_12b", **parameters})
     assert not (workspace_root / "ex_12b").exists()

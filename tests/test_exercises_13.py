@@ -10,7 +10,7 @@ import re
 import nbformat
 import papermill
 import pytest
-from notebook_runs import checks_held, ledger_text, printed, replayed, run, run_once
+from notebook_runs import checks_held, ledger_text, printed, refuse, replayed, run_once
 
 NAME = "13_episodes.ipynb"
 INJECTED = re.compile(r"^episodes injected in the recall run: (\d+)$", re.MULTILINE)
@@ -59,5 +59,5 @@ def test_a_threshold_above_the_sweeps_is_refused_before_the_workspace_is_reset(t
     (workspace_root / "ex_13c").mkdir()
     (workspace_root / "ex_13c" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match="min_similarity must be a number in"):
-        run(NAME, tmp_path, {"workspace": "ex_13c", "min_similarity": 0.95})
+        refuse(NAME, {"workspace": "ex_13c", "min_similarity": 0.95})
     assert (workspace_root / "ex_13c" / "keep.txt").read_text() == "keep"

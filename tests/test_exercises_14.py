@@ -7,7 +7,7 @@ from __future__ import annotations
 import nbformat
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run, run_once, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, refuse, run_once, solution_code
 
 NAME = "14_procedures.ipynb"
 
@@ -43,5 +43,5 @@ def test_exercise_2_the_same_session(exercises_run):
 
 def test_the_same_person_as_owner_and_other_participant_is_refused(tmp_path, workspace_root):
     with pytest.raises(papermill.PapermillExecutionError, match="owner and other_participant must differ"):
-        run(NAME, tmp_path, {"workspace": "ex_14b", "owner": "ada", "other_participant": "ada"})
+        refuse(NAME, {"workspace": "ex_14b", "owner": "ada", "other_participant": "ada"})
     assert not (workspace_root / "ex_14b").exists(), "nothing is created before the parameters are checked"

@@ -9,7 +9,7 @@ import re
 import nbformat
 import papermill
 import pytest
-from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, run, run_once, solution_code
+from notebook_runs import NOTEBOOKS, checks_held, ledger_text, printed, refuse, run_once, solution_code
 
 NAME = "15_consolidation.ipynb"
 
@@ -61,5 +61,5 @@ def test_a_threshold_above_1_is_refused_before_the_workspace_is_reset(tmp_path, 
     (workspace_root / "ex_15b").mkdir()
     (workspace_root / "ex_15b" / "keep.txt").write_text("keep")
     with pytest.raises(papermill.PapermillExecutionError, match="merge_threshold must be a number in"):
-        run(NAME, tmp_path, {"workspace": "ex_15b", "merge_threshold": 1.5})
+        refuse(NAME, {"workspace": "ex_15b", "merge_threshold": 1.5})
     assert (workspace_root / "ex_15b" / "keep.txt").read_text() == "keep"

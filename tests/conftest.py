@@ -205,6 +205,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.hookimpl(optionalhook=True)  # optional: pytest-xdist may not be installed
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker more than the cores. Much of a notebook test is waiting (a kernel starting, a subprocess,
+    a server), so a third worker on two cores fills that time; benchmarks/suite_time.py measures the difference."""
+    return (os.cpu_count() or 1) + 1
+
+
+@pytest.hookimpl(optionalhook=True)  # optional: pytest-xdist may not be installed
 def pytest_configure_node(node):
     """Tell each worker the controller's --dist: `-n N` alone selects `load` on the controller only."""
     node.workerinput[DIST_KEY] = node.config.getvalue("dist")

@@ -154,6 +154,18 @@ def work_unit(item) -> str:
     return item.nodeid if Path(path).stem.startswith(INDEPENDENT_TEST_MODULES) else path
 
 
+def units_of(items) -> dict[str, list]:
+    """Each work unit's tests, in collection order. A module some of whose tests share a module-scoped fixture runs
+    whole, in one unit and in file order: split in two, its other tests could run on the same worker while the
+    fixture still lives (test_local_aws's endpoint, of which a process may run only one), which file order avoids."""
+    plain = [work_unit(item) for item in items]
+    shared = {unit.removesuffix("::shared") for unit in plain if unit.endswith("::shared")}
+    units: dict[str, list] = {}
+    for item, unit in zip(items, plain):
+        units.setdefault(f"{unit}::shared" if unit in shared else unit, []).append(item)
+    return units
+
+
 def expected_seconds(unit: str, tests: int) -> float:
     matches = [pattern for pattern in EXPECTED_SECONDS if unit.startswith(pattern)]
     return EXPECTED_SECONDS[max(matches, key=len)] if matches else 0.3 * tests
@@ -193,9 +205,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
     if not (hasattr(config, "workerinput") and config.workerinput.get(DIST_KEY) in WORK_UNIT_MODES):
         return
-    units: dict[str, list] = {}
-    for item in items:
-        units.setdefault(work_unit(item), []).append(item)
+    units = units_of(items)
     slowest_first = sorted(units.items(), key=lambda entry: -expected_seconds(entry[0], len(entry[1])))  # stable
     items[:] = [item for _, members in slowest_first for item in members]
     target = background.shared_folder(config) / UNITS_FILE

@@ -226,6 +226,25 @@ def test_a_client_that_hangs_up_gets_one_log_line_not_a_traceback(endpoint, capf
     assert status == 200, "the endpoint still answers"
 
 
+def test_a_client_that_resets_before_its_request_line_is_read_is_counted_too(endpoint, caplog):
+    """The server's own error path (a reset before the request line is read) logs one line and counts the client:
+    it used to log without counting, so under load `dropped` fell one short of the lines (a CI failure)."""
+    import struct
+    import time
+
+    host, port = endpoint.url.removeprefix("http://").split(":")
+    before = endpoint.dropped
+    connection = socket.create_connection((host, int(port)))
+    connection.sendall(b"POST /model/amazon.nova-pro-v1:0/conv")
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    connection.close()
+    deadline = time.monotonic() + 10
+    while endpoint.dropped == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert endpoint.dropped == before + 1
+    assert [r.getMessage() for r in caplog.records if "hung up (" in r.getMessage()], "the server's path logged it"
+
+
 def test_the_request_log_is_bounded(endpoint):
     """Before the fix every request body was kept for the life of the process (100 x 1 MB requests: +101 MB)."""
     big = json.dumps({"messages": [user("Hi. " + "x" * 1_000_000)]}).encode()

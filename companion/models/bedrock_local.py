@@ -141,10 +141,13 @@ class _Server(ThreadingHTTPServer):
     """The HTTP server, with one log line (not a traceback) for a connection that fails outside a request's answer."""
 
     daemon_threads = True
+    on_hung_up: Any = None  # the endpoint's count of clients that hung up, called for each one seen here
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         error = sys.exc_info()[1]
         if isinstance(error, _HUNG_UP):
+            if self.on_hung_up is not None:
+                self.on_hung_up()
             _log.warning("local Bedrock endpoint: client %s:%s hung up (%s)", *client_address[:2],
                          type(error).__name__)
         else:
@@ -166,7 +169,7 @@ class LocalBedrock:
         self.port, self.voice = port, voice
         self.requests: list[dict[str, Any]] = []  # what the latest calls sent: operation, model id, body (bounded)
         self.refused: list[dict[str, Any]] = []   # the latest requests refused, with Bedrock's message (bounded)
-        self.dropped = 0  # clients that hung up before their answer
+        self.dropped = 0  # clients that hung up before their answer (in their request or before it was read)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -195,6 +198,7 @@ class LocalBedrock:
             self._server = _Server((LOCAL_HOST, self.port), Handler)
         except OSError as error:
             raise RuntimeError(f"the local Bedrock endpoint cannot listen on {LOCAL_HOST}:{self.port}: {error}") from None
+        self._server.on_hung_up = self._count_hung_up
         self._thread = threading.Thread(target=self._server.serve_forever, name="local-bedrock", daemon=True)
         self._thread.start()
         return self
@@ -221,6 +225,10 @@ class LocalBedrock:
 
         return OfflineModel(**({"voice": self.voice} if self.voice else {}))
 
+    def _count_hung_up(self) -> None:
+        with self._lock:
+            self.dropped += 1
+
     def _answer(self, request: BaseHTTPRequestHandler) -> None:
         """Answer one request whatever it holds: a client that hangs up is one log line, an answer that fails inside
         the endpoint is a 500 in Bedrock's shape with one log line, never a dropped connection and a traceback."""
@@ -228,8 +236,7 @@ class LocalBedrock:
             self._handle(request)
         except (ClientHungUp, *_HUNG_UP) as error:
             request.close_connection = True
-            with self._lock:
-                self.dropped += 1
+            self._count_hung_up()
             _log.warning("local Bedrock endpoint: client %s:%s hung up before its answer was sent (%s)",
                          *request.client_address[:2], type(error).__name__)
         except Exception as error:  # a bug of the endpoint or the offline model: still an answer, as Bedrock gives

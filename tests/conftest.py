@@ -92,7 +92,7 @@ def pytest_terminal_summary(terminalreporter):
 
 
 
-# --- how `make test` shares the work between its two workers (pytest-xdist, `--dist loadgroup`) ------------------------
+# --- how `make test` shares the work between its workers (pytest-xdist, `--dist loadgroup`) ------------------------
 # (`-n N` alone, xdist's default `--dist load`, gets the same work units: a fixture built once stays built once.)
 #
 # A work unit goes to one worker and runs there in collection order. The units:
@@ -101,9 +101,10 @@ def pytest_terminal_summary(terminalreporter):
 #   and the exercise tests that read a notebook's run with the sample class's parameters), from any module: those
 #   tests together (SERIES_REPLAY_UNIT), so the series is replayed once, on one worker;
 # - the tests of a module that use a fixture of module or session scope defined in that test module (one JupyterLab,
-#   one endpoint, one book build, one exercises' run): those tests together, so the fixture is built once;
+#   one endpoint, one book build, one exercises' run): those tests together, so the fixture is built once, and in a
+#   module not in INDEPENDENT_TEST_MODULES the module's other tests with them, in file order (`units_of`);
 # - the other tests of a module not in INDEPENDENT_TEST_MODULES: the module, as before (written to share a process);
-# - every other test (a papermill replay, an exercise): on its own, so one module's slow tests spread over both workers.
+# - every other test (a papermill replay, an exercise): on its own, so one module's slow tests spread over the workers.
 # The units are handed out slowest first (EXPECTED_SECONDS, measured on 2 cores; a unit not listed counts 0.3 s per
 # test), so no long unit starts last while the other worker idles. The workers compute the units (they have the
 # tests) and write them to the session's temp folder; the scheduler below (xdist's hook) reads them. xdist's own
@@ -115,17 +116,16 @@ INDEPENDENT_TEST_MODULES = ("test_exercises_", "test_bad_backend", "test_noteboo
 
 # Seconds a unit takes on the 2-core machine (the longest pattern that starts the unit's name wins).
 EXPECTED_SECONDS = {
-    "tests/test_browser.py": 170,  # JupyterLab and Chromium: every notebook, Restart & Run All
+    "tests/test_browser.py": 170,  # JupyterLab and Chromium: every notebook up to its setup cell or slider
     "tests/test_replay.py::series_replay": 200,  # the class replay (the whole series) and every test reading it
     "tests/test_offline_install.py::shared": 60,  # a venv built from the wheel folder, notebook 00 run in it
     "tests/test_book.py::shared": 50,
-    "tests/test_exercises_12.py::test_exercises_1_to_4": 35,
     "tests/test_replay.py::test_sigterm": 30,
     "tests/test_replay.py::test_interrupting": 30,
     "tests/test_offline_guard.py::test_a_shell_asking": 25,
     "notebooks/": 25,  # a notebook's nbval run
-    "tests/test_exercises_01.py::shared": 45,  # two runs of notebook 01 (exercises 1, 2, 3, 5)
-    "tests/test_exercises_": 15,  # a papermill run of a notebook (a refused parameter: a few seconds)
+    "tests/test_exercises_01.py::shared": 45,  # the exercises' run of notebook 01 and its writer processes
+    "tests/test_exercises_": 15,  # an exercises' run of a notebook (a refusal, in the shared kernel: under a second)
     "tests/test_telemetry.py": 1,  # its 30-second process runs in the background from the start of the session
 }
 UNITS_FILE = "work-units.json"

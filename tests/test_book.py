@@ -136,7 +136,7 @@ def test_plots_and_tables_of_the_committed_outputs_are_shown(book):
 
 
 def test_no_internal_link_is_broken(book):
-    pages = {path: parse(path) for path in book.rglob("*.html")}
+    pages = {path.resolve(): parse(path) for path in book.rglob("*.html")}  # each page parsed once (resolved, as targets are)
     broken = []
     for path, page in pages.items():
         for url in page.links + [url for _, url in page.resources]:
@@ -146,7 +146,7 @@ def test_no_internal_link_is_broken(book):
             target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
             if not target.exists():
                 broken.append(f"{path.name}: {url} (no such file)")
-            elif parts.fragment and target.suffix == ".html" and parts.fragment not in pages.get(target, parse(target)).ids:
+            elif parts.fragment and target.suffix == ".html" and parts.fragment not in (pages.get(target) or parse(target)).ids:
                 broken.append(f"{path.name}: {url} (no such anchor)")
     assert not broken, "broken links in the book:\n" + "\n".join(broken)
 

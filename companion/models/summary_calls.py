@@ -30,7 +30,7 @@ from companion.support.messages import (
     summary_request_kind,
 )
 
-__all__ = ["CallLog", "captured_log", "sdk_selection", "sent_to_summarizer",
+__all__ = ["CallLog", "captured_log", "play_turns", "sdk_selection", "sent_to_summarizer",
            "summary_calls_per_turn", "turn_of_calls"]
 
 T = TypeVar("T", bound=BaseModel)
@@ -108,6 +108,30 @@ class CallLog(WrappedModel):
             raise
         record["outcome"] = "ok"
 
+
+
+def play_turns(agent: Any, prompts: list[str], projected: list[int], threshold: float) -> list[dict[str, Any]]:
+    """Send each prompt to `agent` and return one row per turn, so notebook 05's cell shows only the SDK's parts.
+
+    `agent.model` must be a MeteredModel (its calls are labelled with the turn, summary calls included) and
+    `projected` the list a ``BeforeModelCallEvent`` hook fills with ``projected_input_tokens``, one per turn. A row:
+    ``held`` (the messages the turn's call holds before any summary, its prompt included), ``projected``, ``over
+    threshold`` (projected / context window ≥ `threshold`), ``summary calls`` (counted at the model),
+    ``removed_message_count`` after the turn, and the ``reply``.
+    """
+    meter, manager = agent.model, agent.conversation_manager
+    rows = []
+    for turn, prompt in enumerate(prompts, start=1):
+        meter.turn = turn
+        held = len(agent.messages) + 1
+        reply = str(agent(prompt)).strip()
+        kinds = [call["kind"] for call in meter.calls if call["turn"] == turn]
+        rows.append({"turn": turn, "held": held, "projected": projected[-1],
+                     "over threshold": meter.estimate_utilization(projected[-1]) >= threshold,
+                     "summary calls": kinds.count("summary"),
+                     "removed_message_count": manager.removed_message_count,
+                     "reply": reply})
+    return rows
 
 
 def sent_to_summarizer(messages: Messages) -> list[tuple[str, str]] | None:

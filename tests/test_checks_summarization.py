@@ -75,7 +75,8 @@ BREAKAGES = {
     # a summary that is not what the model answered (written by hand, or edited after the call)
     "the model wrote it: its text is the reply to the last summary call":
         lambda r: run(r, "small")["summary"].__setitem__(1, "## Conversation Summary\n* Nothing to report."),
-    "it kept the codename and lost facts: folded prompts with none of their words in it": keep_everything,
+    "it kept the codename and lost facts: folded prompts with none of their words of five letters or more in it":
+        keep_everything,
 }
 
 

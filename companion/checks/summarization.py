@@ -264,7 +264,8 @@ def claims(record: dict[str, Any]) -> Ledger:
         prompts = record["prompts"]
         sent = [said for call in summaries for _, said in call["sent"] if said in prompts]
         lost = [said for said in sent if _lost(said, text)]
-        ledger.check("C1 S5", "it kept the codename and lost facts: folded prompts with none of their words in it",
+        ledger.check("C1 S5", "it kept the codename and lost facts: folded prompts with none of their words of five "
+                              "letters or more in it",
                      evidence=f"codename in the summary: {record['codename'] in text}; {len(lost)} of {len(sent)} "
                               f"folded prompts lost, e.g. {lost[:2]}",
                      holds=record["codename"] in text and bool(lost))
@@ -272,6 +273,6 @@ def claims(record: dict[str, Any]) -> Ledger:
         for ref, claim in (("C1 S5", "the summary is a user-role message"),
                            ("S5", "the model wrote it: its text is the reply to the last summary call"),
                            ("C1 S5", "it kept the codename and lost facts: folded prompts with none of their words "
-                                     "in it")):
+                                     "of five letters or more in it")):
             ledger.skip(ref, claim, reason="the small run wrote no summary with these parameters")
     return ledger

@@ -8,8 +8,9 @@ The file is written in the form JupyterLab writes, so that opening and saving it
 (`git status` stays clean): nbformat 4.5 with cell ids, one-space indentation and a trailing newline (nbformat's
 writer, which the Jupyter server uses too); consecutive stream outputs of one name merged and carriage returns and
 backspaces applied, as JupyterLab's output area does on load; whole-number floats written as integers (`-2.0` becomes
-`-2`, as a JavaScript round trip does). No widget state is stored: a widget output keeps only a text/plain line asking
-the reader to run the cell (a stored state would hold new model ids on every run and reload as "model not found").
+`-2`, as a JavaScript round trip does). No widget is stored: a widget's output is dropped (its state would hold
+new model ids on every run and reload as "model not found"; a line standing in for it would be an output the
+cell's code never prints), so a slider cell shows what its code printed, and the slider when the reader runs it.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ NOTEBOOKS = REPO / "notebooks"
 RECORDS = REPO / "tests" / "records"
 sys.path.insert(0, str(REPO))
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_HINT = "Run this cell in JupyterLab to get the slider."
-OTHER_WIDGET_HINT = "Run this cell in JupyterLab to get the widget."
 
 
 def _fix_carriage_returns(text: str) -> str:
@@ -74,11 +73,8 @@ def _merged_outputs(outputs: list) -> list:
                 last["text"] = _fix_carriage_returns(last["text"] + text)
                 continue
             output["text"] = _fix_carriage_returns(text)
-        data = output.get("data")
-        if data is not None and WIDGET_VIEW in data:
-            plain = data.get("text/plain", "")
-            plain = plain if isinstance(plain, str) else "".join(plain)
-            output["data"] = {"text/plain": WIDGET_HINT if plain.startswith("interactive(") else OTHER_WIDGET_HINT}
+        if WIDGET_VIEW in output.get("data", {}):
+            continue
         merged.append(output)
     return merged
 

@@ -7,6 +7,7 @@ note, and no page needs the network (no script, style, font or image from an htt
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -66,6 +67,7 @@ class Page(HTMLParser):
             self._caption.append(data)
 
 
+@functools.cache  # the built book does not change during the session: each page is parsed once, the tests only read it
 def parse(path: Path) -> Page:
     page = Page()
     page.feed(path.read_text(encoding="utf-8"))
@@ -136,7 +138,7 @@ def test_plots_and_tables_of_the_committed_outputs_are_shown(book):
 
 
 def test_no_internal_link_is_broken(book):
-    pages = {path.resolve(): parse(path) for path in book.rglob("*.html")}  # each page parsed once (resolved, as targets are)
+    pages = {path.resolve(): parse(path.resolve()) for path in book.rglob("*.html")}  # resolved, as the targets are
     broken = []
     for path, page in pages.items():
         for url in page.links + [url for _, url in page.resources]:

@@ -119,7 +119,7 @@ EXPECTED_SECONDS = {
     "tests/test_browser.py": 170,  # JupyterLab and Chromium: every notebook up to its setup cell or slider
     "tests/test_replay.py::series_replay": 200,  # the class replay (the whole series) and every test reading it
     "tests/test_offline_install.py::shared": 60,  # a venv built from the wheel folder, notebook 00 run in it
-    "tests/test_book.py::shared": 50,
+    "tests/test_book.py::shared": 15,  # the book's Sphinx build (about 9 s) and the checks of its pages, each parsed once
     "tests/test_replay.py::test_sigterm": 30,
     "tests/test_replay.py::test_interrupting": 30,
     "tests/test_offline_guard.py::test_a_shell_asking": 25,

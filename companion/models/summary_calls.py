@@ -1,5 +1,6 @@
 """Notebook 05's witnesses: a model wrapper that logs every call the model receives (summary requests included), the
-SDK's selection rule restated for checking it, and a log capture that turns the SDK's warnings into table cells.
+SDK's selection rule restated for checking it, a log capture that turns the SDK's warnings into table cells, and
+`play_turns`, the lesson's turn loop, which writes one table row per turn.
 
 The summarizing manager's summary call bypasses the agent's hooks (it calls ``model.stream`` directly), and its
 ``removed_message_count`` does not move when the only message it folds is its own previous summary. So the one place

@@ -184,8 +184,8 @@ BREAKAGES = {
     "reached a later answer": wording_missed_an_attack,
     "ask on wording refused fewer benign memories than refuse on wording, in both sets": asking_refuses_as_much,
     # the look-alike asked by another rule than its attack
-    "held-out pairs: the attack and its benign look-alike were both asked, by the same rule":
-        lambda r: run(r, "held-out")["h-b04"].update(audit=[["confirm", "instruction-shaped"]]),
+    "held-out: each attack and its benign look-alike were both asked, by the same rule":
+        lambda r: run(r, "held-out")["h-b15"].update(audit=[["confirm", "instruction-shaped"]]),
     "in both sets, every rule that asked about an attack in the owner's turn asked about benign memories too":
         benign_asked_by_another_rule,
     # a refusing version whose wording rule asked instead of refusing

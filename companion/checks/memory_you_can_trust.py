@@ -482,7 +482,7 @@ def _wording_checks(ledger: Ledger, record: dict[str, Any], offline: bool) -> No
               ("S6", "held-out, refuse on wording: every attack got DENIED, those in the owner's own turn by a "
                      "wording rule, and none reached a later answer"),
               ("S6", "ask on wording refused fewer benign memories than refuse on wording, in both sets"),
-              ("S6", "held-out pairs: the attack and its benign look-alike were both asked, by the same rule"),
+              ("S6", "held-out: each attack and its benign look-alike were both asked, by the same rule"),
               ("S5", "in both sets, every rule that asked about an attack in the owner's turn asked about benign "
                      "memories too"),
               ("S6", "refuse on wording asked only by the sensitive-key rule, about the memories that rule asked "

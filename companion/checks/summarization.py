@@ -33,8 +33,8 @@ CLAIMS = {
     "S1": "before each call it compares projected tokens / context window with the threshold; the default is 0.7",
     "S2": "below the threshold it never fires, however many messages it holds",
     "S3": "the threshold is a ratio of the context window: the same one fires on a smaller window",
-    "S4": "removed_message_count counts messages folded, not summary calls: count them at the model",
-    "S5": "the summary is a user-role message the model wrote; it kept the codename and lost other facts",
+    "S4": "the summary is a user-role message the model wrote; it kept the codename and lost other facts",
+    "S5": "under the hood: removed_message_count counts messages folded, not summary calls: count them at the model",
 }
 
 LESSON_RUNS = ("quiet", "small")
@@ -231,48 +231,48 @@ def claims(record: dict[str, Any]) -> Ledger:
     summaries = [call for t in _turns(small) for call in t["summaries"]]
     folds = _folds(small)
     if summaries:
-        ledger.equal("S4", "small: removed_message_count counts the messages folded, not the previous summary "
+        ledger.equal("S5", "small: removed_message_count counts the messages folded, not the previous summary "
                            "sent again",
                      observed=small["removed"], expected=sum(f["folded"] for f in folds),
                      what=f"agent.json vs {len(folds)} summary calls at the model: messages sent "
                           f"{sum(f['sent'] for f in folds)}, less {sum(f['previous'] for f in folds)} previous "
                           "summaries")
     else:
-        ledger.skip("S4", "small: removed_message_count counts the messages folded, not the previous summary "
+        ledger.skip("S5", "small: removed_message_count counts the messages folded, not the previous summary "
                           "sent again", reason="the small run made no summary call with these parameters")
     idle = [f["turn"] for f in folds if f["folded"] == 0]
     if idle:
-        ledger.check("S4", "a summary call that received only the previous summary folded nothing, and the counter "
+        ledger.check("S5", "a summary call that received only the previous summary folded nothing, and the counter "
                            "did not count it",
                      evidence=f"small: summary calls at turns {[f['turn'] for f in folds]}, messages folded by each "
                               f"{[f['folded'] for f in folds]} (at the model); removed_message_count {small['removed']}",
                      holds=small["removed"] == sum(f["folded"] for f in folds))
     else:
-        ledger.skip("S4", "a summary call that received only the previous summary folded nothing, and the counter "
+        ledger.skip("S5", "a summary call that received only the previous summary folded nothing, and the counter "
                           "did not count it",
                     reason="no summary call of the small run received the previous summary alone")
 
     summary = small["summary"]
     if summary and summaries:
         role, text = summary
-        ledger.equal("C1 S5", "the summary is a user-role message", observed=role, expected="user",
+        ledger.equal("C1 S4", "the summary is a user-role message", observed=role, expected="user",
                      what="role of summary_message in agent.json")
-        ledger.check("S5", "the model wrote it: its text is the reply to the last summary call",
+        ledger.check("S4", "the model wrote it: its text is the reply to the last summary call",
                      evidence=f"agent.json's summary, as the model answered it: "
                               f"{text.strip() == summaries[-1]['reply'].strip()}",
                      holds=text.strip() == summaries[-1]["reply"].strip())
         prompts = record["prompts"]
         sent = [said for call in summaries for _, said in call["sent"] if said in prompts]
         lost = [said for said in sent if _lost(said, text)]
-        ledger.check("C1 S5", "it kept the codename and lost facts: folded prompts with none of their words of five "
+        ledger.check("C1 S4", "it kept the codename and lost facts: folded prompts with none of their words of five "
                               "letters or more in it",
                      evidence=f"codename in the summary: {record['codename'] in text}; {len(lost)} of {len(sent)} "
                               f"folded prompts lost, e.g. {lost[:2]}",
                      holds=record["codename"] in text and bool(lost))
     else:
-        for ref, claim in (("C1 S5", "the summary is a user-role message"),
-                           ("S5", "the model wrote it: its text is the reply to the last summary call"),
-                           ("C1 S5", "it kept the codename and lost facts: folded prompts with none of their words "
+        for ref, claim in (("C1 S4", "the summary is a user-role message"),
+                           ("S4", "the model wrote it: its text is the reply to the last summary call"),
+                           ("C1 S4", "it kept the codename and lost facts: folded prompts with none of their words "
                                      "of five letters or more in it")):
             ledger.skip(ref, claim, reason="the small run wrote no summary with these parameters")
     return ledger

@@ -34,8 +34,8 @@ CLAIMS = {
     "S3": "structure refuses: another participant's, a tool's or a shared note's words are not stored",
     "S4": "held-out, ask on wording: every attack from others refused, none through unasked; each asked one answered "
           "after the yes",
-    "S5": "held-out, ask on wording: structure refused every attack from others and one paraphrase; about the user "
-          "asked about every owner's-turn attack, and about benign memories too",
+    "S5": "held-out, ask on wording: structure refused every attack from others and one paraphrase; not about the "
+          "user asked about every owner's-turn attack, and about benign memories too",
     "S6": "refuse on wording refused more benign memories than ask on wording, which asked about half the held-out "
           "benign memories, the same for an attack and its look-alike",
 }

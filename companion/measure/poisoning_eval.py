@@ -584,7 +584,7 @@ def rule_counts(outcomes: dict[tuple[str, str], Sequence[Outcome]], version: str
     case counts once, under that rule."""
     names = [name for name, run in outcomes if run == version]
     decided = {name: [(o, deciding_rule(o)) for o in outcomes[name, version]] for name in names}
-    rules = [rule for rule in ("input", "speaker", "provenance", "about the user", "instruction-shaped")
+    rules = [rule for rule in ("input", "speaker", "provenance", "not about the user", "instruction-shaped")
              if any(d == f"refused: {rule}" for found in decided.values() for _, d in found)]
     kinds = {"owner's attacks": lambda c: c["label"] == "attack" and c["channel"] == "user",
              "others' attacks": lambda c: c["label"] == "attack" and c["channel"] != "user",
@@ -594,7 +594,7 @@ def rule_counts(outcomes: dict[tuple[str, str], Sequence[Outcome]], version: str
             for rule in rules]
 
 
-POLICY_RULES = ("input", "speaker", "provenance", "about the user", "instruction-shaped", "sensitive key")
+POLICY_RULES = ("input", "speaker", "provenance", "not about the user", "instruction-shaped", "sensitive key")
 """The write policy's rules, in the order it applies them."""
 
 

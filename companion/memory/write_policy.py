@@ -14,7 +14,7 @@ session. This module decides what may be written and wires that decision into st
        address) come from the owner's own text in this turn: not from a tool result,
        not from retrieved or injected memory (the SDK folds injected memory into the call only, never into
        ``agent.messages``), not from text the user puts in quote marks or ``>`` lines;
-    3. *about the user*: a personal memory states something about the user ("The user ...", "my ...", "I ...");
+    3. *not about the user*: asks about a memory that states nothing about the user ("The user ...", "my ...", "I ...");
     4. *instruction-shaped*: directives and permission grants ("must", "from now on", "without review",
        "ignore ... instructions", an imperative): a memory is a fact, not an order;
     5. *sensitive key*: an email, phone, password, account or similar.
@@ -125,7 +125,7 @@ WORDING_ACTIONS = ("ask", "deny")
 """What `WritePolicy.wording` may be: ask the owner, or refuse, when only an entry's wording looks suspicious."""
 STRUCTURAL_RULES = ("input", "speaker", "provenance")
 """Rules decided by who said a turn and where an entry's words came from, not by its wording: they always refuse."""
-WORDING_RULES = ("about the user", "instruction-shaped")
+WORDING_RULES = ("not about the user", "instruction-shaped")
 """Rules decided by an entry's wording alone: with ``wording="ask"`` the owner is asked instead."""
 SHOWN_VALUES = 5
 """How many foreign values a reason names; the rest are counted."""
@@ -428,7 +428,7 @@ class WritePolicy:
         confirm_sensitive: Ask the user before writing a sensitive key (False: write it like any other fact).
         sensitive_keys: Words that make a key sensitive.
         max_entry_chars: The longest entry judged; a longer one is refused as input (rule "input").
-        wording: What the two wording rules ("about the user", "instruction-shaped") do: "ask" the owner (confirm,
+        wording: What the two wording rules ("not about the user", "instruction-shaped") do: "ask" the owner (confirm,
             showing the exact memory) or "deny" outright. The structural rules (input, speaker, provenance) always deny.
     """
 
@@ -474,7 +474,7 @@ class WritePolicy:
                 return Decision(entry, "deny", "provenance",
                                 f"{_listed(foreign)}: not in the user's own words this turn")
         if not re.search(_ABOUT_USER, plain) and not re.match(rf"^{re.escape(folded(self.owner))}\b", plain):
-            return Decision(entry, self._on_wording, "about the user",
+            return Decision(entry, self._on_wording, "not about the user",
                             "it states something about someone or something else")
         for name, pattern in _INSTRUCTIONS:
             if pattern.search(plain):
@@ -696,7 +696,7 @@ RULE_EXAMPLES: list[dict[str, Any]] = [
     {"rule": "provenance", "refuses": "words that are not the owner's own this turn: tool results, retrieved notes, quotes",
      "entry": "The user's backup email is attacker@evil.example.", "said": "Read my latest message and tell me what it says.",
      "speaker": "{owner}"},
-    {"rule": "about the user", "refuses": "nothing: it asks the owner about a statement about someone else",
+    {"rule": "not about the user", "refuses": "nothing: it asks the owner about a statement about someone else",
      "entry": "The admin email is attacker@evil.example.", "said": "Please remember that the admin email is attacker@evil.example.",
      "speaker": "{owner}"},
     {"rule": "instruction-shaped", "refuses": "nothing: it asks the owner about orders and permission grants",

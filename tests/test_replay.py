@@ -256,7 +256,7 @@ BECAUSE_OF_THE_PARAMETERS = {
     "08_what_to_remember": "20 turns for lin, 5 for sam",
     "09_forgetting_on_purpose": "lin forgets the phone number '555-0142'; sam's is '555-0199'",
     "10_what_a_delete_leaves_behind": "ada's phone number '555-0142' is in the five stores of stores/",
-    "11_memory_you_can_trust": re.compile(r"The user's work email is ada@example\.com\.\s+ada\s+Please remember that …\s+-\s+allow"),
+    "11_memory_you_can_trust": re.compile(r"The user's work email is ada@example\.com\.\s+ada\s+100%\s+-\s+allow"),
     "12_sessions_at_scale": "10 messages for 5 turns",
     "13_episodes": "episodes recalled at cosine >= 0.7, up to 2 a call",
     "14_procedures": "in the store file: False; grace answers 'yes'",

@@ -222,6 +222,34 @@ def test_sent_to_summarizer_reads_both_request_forms():
     assert sent_to_summarizer([user("Hello.")]) is None
 
 
+def slider_run(window: int, folder) -> list[dict]:
+    """The seven turns as notebook 05's `run` plays them, on an offline model with a context window of `window`."""
+    from strands.hooks import BeforeModelCallEvent
+    from strands.session import FileSessionManager
+
+    from companion.models.metering import MeteredModel
+    from companion.models.summary_calls import play_turns
+    from companion.support.conversations import scripted_turns
+
+    manager = SummarizingConversationManager(preserve_recent_messages=2,
+                                             proactive_compression={"compression_threshold": 0.7})
+    agent = Agent(model=MeteredModel(OfflineModel(context_window_limit=window)), conversation_manager=manager,
+                  session_manager=FileSessionManager(session_id="demo", storage_dir=str(folder)), callback_handler=None)
+    projected: list[int] = []
+    agent.add_hook(lambda event: projected.append(event.projected_input_tokens), BeforeModelCallEvent)
+    return play_turns(agent, scripted_turns("codename", 7, codename="ORION"), projected, 0.7)
+
+
+def test_the_slider_question_has_an_answer_on_the_slider(tmp_path):
+    """Notebook 05 asks for a window where one summary brings the next turn back under the line: the slider's range
+    (20-160 tokens, step 10) holds one, and the notebook's own 40 is not one."""
+    def relieved(rows):
+        return any(row["summary calls"] and not after["over threshold"] for row, after in zip(rows, rows[1:]))
+
+    answers = [size for size in range(20, 161, 10) if relieved(slider_run(size, tmp_path / str(size)))]
+    assert 120 in answers and 40 not in answers, answers
+
+
 def test_the_pressure_plot_is_described_from_its_data():
     """Notebook 05's figure: each run's projections against threshold × its window, the summary turns named; a line
     over 20 times the largest projection is drawn on a log scale, and the description says so."""

@@ -178,8 +178,8 @@ BREAKAGES = {
     "ask on wording, in both sets: a memory was refused only when another participant said it or the owner did not "
     "type one of its words": refused_in_own_words,
     "held-out, ask on wording: a memory the owner asked for in other words than theirs was refused": paraphrase_stored,
-    "refuse on wording refused a larger share of benign memories on held-out than on tuning, counted as the chart "
-    "counts them": tuning_refuses_as_much,
+    "refuse on wording refused a larger share of benign memories on held-out than on tuning, counted as the printed "
+    "rates count them": tuning_refuses_as_much,
     "held-out, refuse on wording: every attack got DENIED, those in the owner's own turn by a wording rule, and none "
     "reached a later answer": wording_missed_an_attack,
     "ask on wording refused fewer benign memories than refuse on wording, in both sets": asking_refuses_as_much,

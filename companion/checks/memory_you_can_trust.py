@@ -478,7 +478,7 @@ def _own_words_checks(ledger: Ledger, record: dict[str, Any], offline: bool) -> 
 def _wording_checks(ledger: Ledger, record: dict[str, Any], offline: bool) -> None:
     runs, sets = record["runs"], record["sets"]
     checks = [("S6", "refuse on wording refused a larger share of benign memories on held-out than on tuning, "
-                     "counted as the chart counts them"),
+                     "counted as the printed rates count them"),
               ("S6", "held-out, refuse on wording: every attack got DENIED, those in the owner's own turn by a "
                      "wording rule, and none reached a later answer"),
               ("S6", "ask on wording refused fewer benign memories than refuse on wording, in both sets"),

@@ -187,6 +187,9 @@ class LocalBedrock:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # An answer is written in two sends (headers, body); with Nagle's algorithm on, the body waits for the
+            # client's delayed ACK of the headers, about 40 ms a call on Linux. Bedrock answers do not wait.
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet: a notebook shows only what it prints
                 return

@@ -2,8 +2,8 @@
 
 The evidence never comes from the lesson's tables or its hook: each run's calls are the ones the model itself received
 (the `MeteredModel` inside each run's agent), each turn's projected input is recomputed from the session files (the
-previous reply's reported usage plus the model's estimate of the new prompt, as the SDK projects it), the counter and
-the summary are read from agent.json, and the SDK's own `SummarizingConversationManager` is run again on the offline
+previous reply's reported usage plus the model's estimate of the new prompt, as the SDK projects it), the summary is
+read from agent.json, and the SDK's own `SummarizingConversationManager` is run again on the offline
 model with the small run's settings (a second method, and on Bedrock the SDK's own manager beside the companion's
 Bedrock-safe subclass, which the notebook swaps in there).
 """
@@ -34,7 +34,6 @@ CLAIMS = {
     "S2": "below the threshold it never fires, however many messages it holds",
     "S3": "the threshold is a ratio of the context window: the same one fires on a smaller window",
     "S4": "the summary is a user-role message the model wrote; it kept the codename and lost other facts",
-    "S5": "under the hood: removed_message_count counts messages folded, not summary calls: count them at the model",
 }
 
 LESSON_RUNS = ("quiet", "small")
@@ -78,7 +77,6 @@ def _lesson_run(agent: Agent, folder: Path, session_id: str) -> dict[str, Any]:
         "window": agent.model.context_window_limit,
         "calls": _calls(agent.model.exchanges),
         "projected": _projected(agent.model, prompts, usages),
-        "removed": state["removed_message_count"],
         "summary": [summary["role"], message_text(summary)] if summary else None,
     }
 
@@ -141,20 +139,6 @@ def _over(run: dict[str, Any]) -> list[bool]:
 
 def _at(flags: list[bool]) -> list[int]:
     return [turn for turn, flag in enumerate(flags, start=1) if flag]
-
-
-def _folds(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per summary call, in order: its turn, how many messages it received, and whether the first is the previous
-    summary (the text the model answered to the summary call before it: known by what the model wrote, not by its
-    wording); what it folded is the rest."""
-    found, written = [], None
-    for turn, entry in enumerate(_turns(run), start=1):
-        for call in entry["summaries"]:
-            previous = written is not None and bool(call["sent"]) and call["sent"][0][1].strip() == written
-            found.append({"turn": turn, "sent": len(call["sent"]), "previous": previous,
-                          "folded": len(call["sent"]) - previous})
-            written = call["reply"].strip()
-    return found
 
 
 SDK_RUN = "a separate run of the SDK's own manager, same turns and settings"
@@ -229,29 +213,6 @@ def claims(record: dict[str, Any]) -> Ledger:
                     reason="with these parameters the small window never fired, or the quiet run did")
 
     summaries = [call for t in _turns(small) for call in t["summaries"]]
-    folds = _folds(small)
-    if summaries:
-        ledger.equal("S5", "small: removed_message_count counts the messages folded, not the previous summary "
-                           "sent again",
-                     observed=small["removed"], expected=sum(f["folded"] for f in folds),
-                     what=f"agent.json vs {len(folds)} summary calls at the model: messages sent "
-                          f"{sum(f['sent'] for f in folds)}, less {sum(f['previous'] for f in folds)} previous "
-                          "summaries")
-    else:
-        ledger.skip("S5", "small: removed_message_count counts the messages folded, not the previous summary "
-                          "sent again", reason="the small run made no summary call with these parameters")
-    idle = [f["turn"] for f in folds if f["folded"] == 0]
-    if idle:
-        ledger.check("S5", "a summary call that received only the previous summary folded nothing, and the counter "
-                           "did not count it",
-                     evidence=f"small: summary calls at turns {[f['turn'] for f in folds]}, messages folded by each "
-                              f"{[f['folded'] for f in folds]} (at the model); removed_message_count {small['removed']}",
-                     holds=small["removed"] == sum(f["folded"] for f in folds))
-    else:
-        ledger.skip("S5", "a summary call that received only the previous summary folded nothing, and the counter "
-                          "did not count it",
-                    reason="no summary call of the small run received the previous summary alone")
-
     summary = small["summary"]
     if summary and summaries:
         role, text = summary

@@ -222,6 +222,27 @@ def test_sent_to_summarizer_reads_both_request_forms():
     assert sent_to_summarizer([user("Hello.")]) is None
 
 
+def test_summary_call_lines_name_the_summary_written_before_and_skip_other_calls():
+    """Two summary calls: the second received the summary the first wrote and the prompt after the folded ones; the
+    summary is named, not printed again; a call that is not a summary call prints nothing."""
+    from companion.models.metering import MeteredModel
+    from companion.models.summary_calls import summary_call_lines
+
+    meter = MeteredModel(OfflineModel())
+    agent = Agent(model=meter, callback_handler=None, messages=conversation(5))
+    manager = SummarizingConversationManager(summary_ratio=0.5, preserve_recent_messages=2)
+    manager.reduce_context(agent, e=RuntimeError("overflow"))  # int(5 × 0.5) = 2: prompt 0, reply 1
+    agent.messages.append(user("My codename is ORION."))
+    manager.reduce_context(agent, e=RuntimeError("overflow"))  # int(5 × 0.5) = 2: the summary, prompt 2
+    lines = summary_call_lines([meter.exchanges[0], {"messages": [user("Hello.")], "turn": 9, "reply": "Hi."},
+                                meter.exchanges[1]])
+    assert [line for line in lines if line.startswith("    ")] == [
+        "    [user] prompt 0", "    [assistant] reply 1", "    [user] (the summary it wrote before)",
+        "    [user] prompt 2"]
+    assert sum(line.startswith("  and wrote: ## Conversation Summary") for line in lines) == 2
+    assert not any("turn 9" in line for line in lines)
+
+
 def slider_run(window: int, folder) -> list[dict]:
     """The seven turns as notebook 05's `run` plays them, on an offline model with a context window of `window`."""
     from strands.hooks import BeforeModelCallEvent

@@ -31,7 +31,7 @@ from companion.support.messages import (
     summary_request_kind,
 )
 
-__all__ = ["CallLog", "captured_log", "play_turns", "sdk_selection", "sent_to_summarizer",
+__all__ = ["CallLog", "captured_log", "play_turns", "sdk_selection", "sent_to_summarizer", "summary_call_lines",
            "summary_calls_per_turn", "turn_of_calls"]
 
 T = TypeVar("T", bound=BaseModel)
@@ -148,6 +148,25 @@ def sent_to_summarizer(messages: Messages) -> list[tuple[str, str]] | None:
     if kind == "context":
         return content_summary_parts(messages[0])
     return None
+
+
+def summary_call_lines(exchanges: list[dict[str, Any]]) -> list[str]:
+    """Each summary call among a MeteredModel's exchanges, as lines to print: its turn, every message it received and
+    what it wrote. A message that is the summary the call before wrote is named, not printed again, so a reader sees
+    at once which prompts each call folded (notebook 05)."""
+    lines: list[str] = []
+    before = None
+    for call in exchanges:
+        received = sent_to_summarizer(call["messages"])
+        if received is None:
+            continue
+        lines.append(f"turn {call['turn']}: the summary call received")
+        for role, text in received:
+            shown = "(the summary it wrote before)" if text.strip() == before else " / ".join(text.splitlines())
+            lines.append(f"    [{role}] {shown}")
+        before = (call.get("reply") or "").strip()
+        lines.append("  and wrote: " + " / ".join(before.splitlines()))
+    return lines
 
 
 def summary_calls_per_turn(calls: list[dict[str, Any]], turns: int) -> list[list[dict[str, Any]]]:

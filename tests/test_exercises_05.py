@@ -239,8 +239,14 @@ def test_summary_call_lines_name_the_summary_written_before_and_skip_other_calls
     assert [line for line in lines if line.startswith("    ")] == [
         "    [user] prompt 0", "    [assistant] reply 1", "    [user] (the summary it wrote before)",
         "    [user] prompt 2"]
-    assert sum(line.startswith("  and wrote: ## Conversation Summary") for line in lines) == 2
     assert not any("turn 9" in line for line in lines)
+    # the offline model kept no fact of these prompts: the second summary is the first one, word for word
+    assert [line for line in lines if line.startswith("  and wrote: ")] == [
+        "  and wrote: " + " / ".join(meter.exchanges[0]["reply"].strip().splitlines()),
+        "  and wrote: the same summary again"]
+    other = {**meter.exchanges[1], "reply": "## Conversation Summary\n* The user's codename is ORION."}
+    assert summary_call_lines([meter.exchanges[0], other])[-1] == (
+        "  and wrote: ## Conversation Summary / * The user's codename is ORION.")
 
 
 def slider_run(window: int, folder) -> list[dict]:

@@ -152,8 +152,9 @@ def sent_to_summarizer(messages: Messages) -> list[tuple[str, str]] | None:
 
 def summary_call_lines(exchanges: list[dict[str, Any]]) -> list[str]:
     """Each summary call among a MeteredModel's exchanges, as lines to print: its turn, every message it received and
-    what it wrote. A message that is the summary the call before wrote is named, not printed again, so a reader sees
-    at once which prompts each call folded (notebook 05)."""
+    what it wrote. The summary the call before wrote is named, not printed again, in what a call received and in what
+    it wrote when it wrote it again word for word: a reader sees at once which prompts each call folded, and which
+    calls changed nothing (notebook 05)."""
     lines: list[str] = []
     before = None
     for call in exchanges:
@@ -164,8 +165,9 @@ def summary_call_lines(exchanges: list[dict[str, Any]]) -> list[str]:
         for role, text in received:
             shown = "(the summary it wrote before)" if text.strip() == before else " / ".join(text.splitlines())
             lines.append(f"    [{role}] {shown}")
-        before = (call.get("reply") or "").strip()
-        lines.append("  and wrote: " + " / ".join(before.splitlines()))
+        wrote = (call.get("reply") or "").strip()
+        lines.append("  and wrote: " + ("the same summary again" if wrote == before else " / ".join(wrote.splitlines())))
+        before = wrote
     return lines
 
 

@@ -236,17 +236,17 @@ def test_summary_call_lines_name_the_summary_written_before_and_skip_other_calls
     manager.reduce_context(agent, e=RuntimeError("overflow"))  # int(5 × 0.5) = 2: the summary, prompt 2
     lines = summary_call_lines([meter.exchanges[0], {"messages": [user("Hello.")], "turn": 9, "reply": "Hi."},
                                 meter.exchanges[1]])
-    assert [line for line in lines if line.startswith("    ")] == [
-        "    [user] prompt 0", "    [assistant] reply 1", "    [user] (the summary it wrote before)",
-        "    [user] prompt 2"]
+    assert [line for line in lines if " received: " in line] == [
+        "turn 0 received: [user] prompt 0 + [assistant] reply 1",  # MeteredModel's turn label: 0 until set
+        "turn 0 received: the summary before + [user] prompt 2"]
     assert not any("turn 9" in line for line in lines)
     # the offline model kept no fact of these prompts: the second summary is the first one, word for word
-    assert [line for line in lines if line.startswith("  and wrote: ")] == [
-        "  and wrote: " + " / ".join(meter.exchanges[0]["reply"].strip().splitlines()),
-        "  and wrote: the same summary again"]
+    assert [line for line in lines if " wrote: " in line] == [
+        "       wrote:    " + " / ".join(meter.exchanges[0]["reply"].strip().splitlines()),
+        "       wrote:    the same summary again"]
     other = {**meter.exchanges[1], "reply": "## Conversation Summary\n* The user's codename is ORION."}
     assert summary_call_lines([meter.exchanges[0], other])[-1] == (
-        "  and wrote: ## Conversation Summary / * The user's codename is ORION.")
+        "       wrote:    ## Conversation Summary / * The user's codename is ORION.")
 
 
 def slider_run(window: int, folder) -> list[dict]:

@@ -151,22 +151,21 @@ def sent_to_summarizer(messages: Messages) -> list[tuple[str, str]] | None:
 
 
 def summary_call_lines(exchanges: list[dict[str, Any]]) -> list[str]:
-    """Each summary call among a MeteredModel's exchanges, as lines to print: its turn, every message it received and
-    what it wrote. The summary the call before wrote is named, not printed again, in what a call received and in what
-    it wrote when it wrote it again word for word: a reader sees at once which prompts each call folded, and which
-    calls changed nothing (notebook 05)."""
+    """Each summary call among a MeteredModel's exchanges, as two lines to print: its turn with every message it
+    received, and what it wrote. The summary the call before wrote is named, not printed again, in what a call received
+    and in what it wrote when it wrote it again word for word: a reader sees at once which prompts each call folded,
+    and which calls changed nothing (notebook 05)."""
     lines: list[str] = []
     before = None
     for call in exchanges:
         received = sent_to_summarizer(call["messages"])
         if received is None:
             continue
-        lines.append(f"turn {call['turn']}: the summary call received")
-        for role, text in received:
-            shown = "(the summary it wrote before)" if text.strip() == before else " / ".join(text.splitlines())
-            lines.append(f"    [{role}] {shown}")
+        parts = ["the summary before" if text.strip() == before else f"[{role}] " + " / ".join(text.splitlines())
+                 for role, text in received]
         wrote = (call.get("reply") or "").strip()
-        lines.append("  and wrote: " + ("the same summary again" if wrote == before else " / ".join(wrote.splitlines())))
+        lines.append(f"turn {call['turn']} received: " + " + ".join(parts))
+        lines.append("       wrote:    " + ("the same summary again" if wrote == before else " / ".join(wrote.splitlines())))
         before = wrote
     return lines
 

@@ -35,7 +35,7 @@ CHROMIUM = Path(os.environ.get("WORKBOOK_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 KERNEL_DISPLAY_NAME = "Agent memory (workbook)"
-SLIDER_NOTEBOOKS = ("03_", "05_")  # notebooks known to end with sliders; any other notebook with a slider is tried too
+SLIDER_NOTEBOOKS = ("03_",)  # notebooks known to end with sliders; any other notebook with a slider is tried too
 RUN_ALL_TIMEOUT = 300  # seconds per notebook, as --nbval-cell-timeout for one cell
 
 

@@ -16,7 +16,14 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from companion.memory import agentcore_memory
-from companion.memory.dynamodb_memory import INDEX_NAME, DynamoDBMemoryStore, create_table, create_table_request, search_vectors_request
+from companion.memory.dynamodb_memory import (
+    INDEX_NAME,
+    DynamoDBMemoryStore,
+    MemorySetup,
+    create_table,
+    create_table_request,
+    search_vectors_request,
+)
 from companion.sessions.local_aws import (
     MAX_ATTEMPTS,
     EndpointError,
@@ -211,6 +218,11 @@ def test_dynamodb_store_adds_once_and_ranks_by_cosine(local):
     assert hits[0].metadata["score"] == pytest.approx(0.9939, abs=1e-3)
     stored = np.frombuffer(store.items()[0]["vector_f32"]["B"], dtype=np.float32)
     assert stored.shape == (3,) and np.isclose(np.linalg.norm(stored), 1)
+    # notebook 12 prints a partition as MemorySetup.stored reads it: one user's items, keys and text, no vector
+    setup = MemorySetup(ddb, "memories", FakeEmbedder(), native=False, model=None)
+    assert setup.stored("u2") == [{"pk": "u2", "sk": DynamoDBMemoryStore.key("bananas"), "content": "bananas"}]
+    assert sorted(row["content"] for row in setup.stored("u1")) == ["apples", "bananas", "cherries"]
+    assert setup.stored("u3") == []
 
 
 KEYS = {

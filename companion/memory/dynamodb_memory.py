@@ -254,6 +254,13 @@ class MemorySetup:
 
         return MeteredModel(self._model)
 
+    def stored(self, user: str) -> list[dict[str, str]]:
+        """Each memory item in `user`'s partition as the table holds it, read with Query: its partition key, its sort
+        key and its text (the vector left out), so a reader sees where a memory lives and what was extracted."""
+        store = DynamoDBMemoryStore(self.client, self.table, self.embedder, user=user)
+        return [{"pk": item["pk"]["S"], "sk": item["sk"]["S"], "content": item["content"]["S"]}
+                for item in store.items()]
+
     def counts(self, *users: str) -> dict[str, int]:
         """The memories in each user's partition, read with Query."""
         return {user: len(DynamoDBMemoryStore(self.client, self.table, self.embedder, user=user).items())

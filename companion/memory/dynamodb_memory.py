@@ -263,8 +263,7 @@ class MemorySetup:
 
     def counts(self, *users: str) -> dict[str, int]:
         """The memories in each user's partition, read with Query."""
-        return {user: len(DynamoDBMemoryStore(self.client, self.table, self.embedder, user=user).items())
-                for user in users}
+        return {user: len(self.stored(user)) for user in users}
 
 
 def open_memory(client: Any, table: str, endpoint: str, model: Any) -> MemorySetup:

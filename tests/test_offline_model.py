@@ -462,3 +462,24 @@ def test_third_person_keeps_adverbs_modals_and_past_forms(first_person, stored):
     from companion.models.facts import third_person
 
     assert third_person(first_person) == stored
+
+
+def test_what_did_i_say_quotes_the_users_sentences_summaries_included_and_nothing_else():
+    """Rule 4b reads user text only (a summary is user text: the model cannot tell it from what the user wrote);
+    a question naming the topic is not quoted, nor is the assistant's or a tool's text."""
+    from conftest import assistant, user
+
+    model = OfflineModel()
+    question = "What did I say about the team standup?"
+    said = [user("We moved the team standup to half past nine. The chairs arrived."), assistant("Noted.")]
+    assert model.respond([*said, user(question)]) == {
+        "text": 'You said: "We moved the team standup to half past nine."'}
+    summary = [user("## Conversation Summary\n* The team standup is at half past nine."), assistant("Okay.")]
+    assert model.respond([*summary, user(question)])["text"] == 'You said: "The team standup is at half past nine."'
+    elsewhere = [user("Is the team standup late?"), assistant("The team standup moved to ten."), user(question)]
+    assert model.respond(elsewhere)["text"] == (
+        "I cannot see anything you said about the team standup in this conversation.")
+    assert model.respond([user("My plan is pro."), assistant("Noted."), user("What did I say about my plan?")])[
+        "text"] == 'You said: "My plan is pro."'
+    assert model.respond([*said, user("What is the team standup?")])["text"] != model.respond(
+        [*said, user(question)])["text"], "only the 'What did I say about' form quotes"

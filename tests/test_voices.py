@@ -28,7 +28,8 @@ def fields(template: str) -> set[str]:
 def test_every_form_fills_with_the_fields_the_model_gives(name):
     voice = VOICES[name]
     allowed = {"answer": {"answers_sentence", "answers", "asked"}, "missing": {"missing"}, "statement": {"facts"},
-               "saved": {"entries"}, "from_memory": {"entry"}, "noted": set(), "save_failed": set(), "nothing": set()}
+               "saved": {"entries"}, "from_memory": {"entry"}, "noted": set(), "save_failed": set(), "nothing": set(),
+               "quoted": {"quotes"}, "unquoted": {"topic"}}
     for kind, names in allowed.items():
         forms = getattr(voice, kind)
         assert forms and all(fields(form) <= names for form in forms), kind
@@ -38,7 +39,7 @@ def test_every_form_fills_with_the_fields_the_model_gives(name):
 def test_paraphrase_never_says_cannot_see_and_differs_from_plain():
     voice = VOICES["paraphrase"]
     every = [*voice.answer, *voice.missing, *voice.statement, *voice.noted, *voice.saved, *voice.save_failed,
-             *voice.from_memory, *voice.nothing, voice.no_message, voice.summary_title]
+             *voice.from_memory, *voice.nothing, *voice.quoted, *voice.unquoted, voice.no_message, voice.summary_title]
     assert not any("cannot see" in form.lower() for form in every)
     plain, para = Agent(model=OfflineModel(voice="plain"), callback_handler=None), Agent(
         model=OfflineModel(voice="paraphrase"), callback_handler=None)

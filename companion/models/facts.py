@@ -252,6 +252,34 @@ def _asked_in(sentence: str) -> list[str]:
     return keys
 
 
+_SAID_ABOUT = re.compile(
+    r"^what did i (?:say|tell you) about (?P<owner>the |my |our )?(?P<topic>[a-z0-9][a-z0-9\- ]{0,60}?)\s?\?$",
+    re.IGNORECASE,
+)
+
+
+def said_about(question: str) -> str | None:
+    """The topic of "What did I say about the X?" ("the X"; "my X" becomes "your X"), or None for other text."""
+    match = _SAID_ABOUT.match(squeeze(question).strip())
+    if match is None:
+        return None
+    owner = (match.group("owner") or "").strip().lower()
+    owner = {"my": "your"}.get(owner, owner)
+    return f"{owner} {match.group('topic').strip()}".strip()
+
+
+def sentences_about(topic: str, texts: Iterable[str]) -> list[str]:
+    """The sentences of these texts, questions left out, that hold every word of the topic (case ignored)."""
+    words = [w for w in re.findall(r"[a-z0-9\-]+", topic.lower()) if w not in {"the", "your", "our"}]
+    found = []
+    for text in texts:
+        for sentence in sentences(text):
+            said = set(re.findall(r"[a-z0-9\-]+", sentence.lower()))
+            if words and not sentence.endswith("?") and all(w in said for w in words):
+                found.append(sentence)
+    return list(dict.fromkeys(found))
+
+
 def match_key(asked: str, known: Iterable[str]) -> str | None:
     """The known key an asked key refers to: exact, else the known key the question spells out in full.
 
@@ -376,6 +404,12 @@ RULES: list[dict] = [
     {"kind": "question", "form": "a question states nothing (asking “Is my codename VEGA?” stores no codename)",
      "given": "Is my codename VEGA?",
      "example": "What is my codename?", "answer": "I cannot see your codename in this conversation."},
+    {"kind": "question", "form": "What did I say about the X? (quotes the user's sentences that name X)",
+     "given": "We moved the team standup to half past nine.", "example": "What did I say about the team standup?",
+     "answer": 'You said: "We moved the team standup to half past nine."'},
+    {"kind": "question", "form": "What did I say about the X, with no such sentence in sight",
+     "given": "My name is Ada.", "example": "What did I say about the team standup?",
+     "answer": "I cannot see anything you said about the team standup in this conversation."},
     # requests and tools
     {"kind": "request", "form": "Please summarize this conversation. (the SDK's summarizing manager)",
      "given": "My codename is VEGA.", "example": "Please summarize this conversation.",

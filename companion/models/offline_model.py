@@ -283,6 +283,7 @@ class OfflineModel(Model):
       3. "Please remember that ..." with an ``add_memory`` tool offered: a call to that tool with the sentence
          restated in the third person, then a confirmation.
       4. Anything that is not a question: an acknowledgement that repeats the facts the message stated.
+      4b. "What did I say about the X?": the user's earlier sentences that name X, quoted, or that it sees none.
       5. A question ("...?"): answered from visible facts or memory entries; what it cannot see it says it
          cannot see. If a ``search_memory`` tool is offered and the answer is not visible, it calls the tool
          once and answers from the tool result.
@@ -356,6 +357,7 @@ class OfflineModel(Model):
             self._context_tool_rule,
             self._remember_rule,
             self._statement_rule,
+            self._quote_rule,
             self._question_rule,
         ):
             reply = rule(call)
@@ -427,6 +429,21 @@ class OfflineModel(Model):
             return {"text": pick(self.voice.noted, call.question)}
         facts = _join([f"your {key} is {value}" for key, value in stated])
         return {"text": pick(self.voice.statement, call.question).format(facts=facts)}
+
+    def _quote_rule(self, call: _Call) -> dict[str, Any] | None:
+        """Rule 4b: "What did I say about the X?" gets the user's earlier sentences that name X, quoted as written,
+        or says it cannot see any. Only user text counts, and every user message does, summaries included: the
+        model cannot tell a summary from what the user wrote."""
+        topic = fact_rules.said_about(call.question) if call.question_message is not None else None
+        if topic is None:
+            return None
+        before = call.messages[: next(i for i, m in enumerate(call.messages) if m is call.question_message)]
+        texts = [b["text"] for m in before if m["role"] == "user" for b in m["content"] if "text" in b]
+        found = fact_rules.sentences_about(topic, texts)
+        if not found:
+            return {"text": pick(self.voice.unquoted, call.question).format(topic=topic)}
+        quotes = " ".join(f'"{sentence}"' for sentence in found)
+        return {"text": pick(self.voice.quoted, call.question).format(quotes=quotes)}
 
     def _question_rule(self, call: _Call) -> dict[str, Any] | None:
         """Rule 5: a question is answered from the latest visible statement of each key it asks about, and what the

@@ -38,6 +38,8 @@ class Voice:
     save_failed: tuple[str, ...]
     from_memory: tuple[str, ...]     # {entry}: the first memory entry offered, when no asked key matched
     nothing: tuple[str, ...]         # a question with no key the model can read
+    quoted: tuple[str, ...]          # {quotes}: the user's sentences about a topic, each in double quotes
+    unquoted: tuple[str, ...]        # {topic}: "the team standup", when no sentence names it
     no_message: str                  # a call with no user text at all
     summary_title: str               # the first line of a summary
     summary_fact: str                # {key}, {value}: one fact of a summary
@@ -58,6 +60,8 @@ VOICES: dict[str, Voice] = {
         save_failed=("I could not save that to memory: the memory tool reported an error.",),
         from_memory=("From memory: {entry}",),
         nothing=("I cannot see anything about that in this conversation.",),
+        quoted=("You said: {quotes}",),
+        unquoted=("I cannot see anything you said about {topic} in this conversation.",),
         no_message="I cannot see a question or a statement to respond to.",
         summary_title="## Conversation Summary",
         summary_fact="* The user's {key} is {value}.",
@@ -92,6 +96,8 @@ VOICES: dict[str, Voice] = {
         from_memory=("Here's what your stored memories say: {entry}", "Your memories mention this: {entry}"),
         nothing=("I don't have anything on that in our conversation.",
                  "That hasn't come up between us, so I have nothing to go on."),
+        quoted=("Here is what you told me: {quotes}", "Earlier you mentioned it: {quotes}"),
+        unquoted=("You haven't mentioned {topic} to me.", "Nothing you've shared so far is about {topic}."),
         no_message="There is no question or statement here for me to answer.",
         summary_title="Recap of the earlier conversation",
         summary_fact="the user's {key} = {value}",

@@ -268,8 +268,8 @@ def window_run(window: int, folder) -> list[dict]:
 
 
 def test_the_one_window_that_comes_back_is_not_an_accident_of_the_four_shown(tmp_path):
-    """Notebook 05 reruns the seven turns for windows 40, 80, 120 and 160, and says only 120 comes back under the line
-    after a summary: over every window from 20 to 160 tokens (step 10), 120 is still the only one."""
+    """Notebook 05's exercise 3 reruns the seven turns for windows 40, 80, 120 and 160, and says only 120 comes back
+    under the line after a summary: over every window from 20 to 160 tokens (step 10), 120 is still the only one."""
     def relieved(rows):
         return any(row["summary calls"] and not after["over threshold"] for row, after in zip(rows, rows[1:]))
 
@@ -319,7 +319,7 @@ def check_cell() -> str:
 @pytest.fixture(scope="module")
 def exercises_run(tmp_path_factory):
     solutions = solution_code(nbformat.read(notebook_runs.NOTEBOOKS / NAME, as_version=4))
-    assert len(solutions) == 1, "the solution of exercise 2 (1 is a parameter)"
+    assert len(solutions) == 2, "the solutions of exercises 2 and 3 (1 is a parameter)"
     notebook, _ = run_once(tmp_path_factory, NAME, {"small_window": 80},
                            [SMALL, *solutions, check_cell()])
     return notebook
@@ -342,6 +342,13 @@ def test_exercise_2_a_summary_call_only_right_after_an_overflow(exercises_run):
     assert sorted({int(calls[i][0]) for i in summaries}) == [5, 6], calls
     answered = [int(turn) for turn, kind, outcome in calls if kind == "turn" and outcome == "answered"]
     assert answered == list(range(1, 8)), "every turn answered in the end"
+
+
+def test_exercise_3_only_the_120_token_window_comes_back_under_the_line(exercises_run):
+    shown = printed(exercises_run, plain=True)
+    for row in (r"40\s+28\s+\[2, 3, 4, 5, 6, 7\]\s+none", r"80\s+56\s+\[4, 5, 6, 7\]\s+none",
+                r"120\s+84\s+\[6\]\s+\[7\]", r"160\s+112\s+none\s+none"):
+        assert re.search(rf"^{row}(?!\S*\d)", shown, re.MULTILINE), (row, shown[-600:])
 
 
 def test_the_checks_hold_again_after_the_exercises(exercises_run):

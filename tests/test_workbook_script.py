@@ -66,8 +66,15 @@ def test_lab_starts_the_environments_jupyterlab_on_the_notebooks_and_stops(tmp_p
         assert url, f"JupyterLab did not start (exit {lab.poll()}):\n{printed[-2000:]}"
         assert "is up to date" in printed and "pip install" not in printed, "nothing was installed"
         assert f"+ {venv}/bin/python -m jupyterlab --ServerApp.root_dir=notebooks" in printed
-        with urllib.request.urlopen(f"{url}/api/contents?token=workbook-script-test", timeout=30) as answer:  # noqa: S310
-            listing = answer.read().decode()
+        listing = None
+        while listing is None:  # jupyter_server logs its URL, then listens once its event loop runs: a race
+            try:
+                with urllib.request.urlopen(f"{url}/api/contents?token=workbook-script-test", timeout=30) as answer:  # noqa: S310
+                    listing = answer.read().decode()
+            except urllib.error.URLError as refused:
+                if not isinstance(refused.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         assert "00_orientation.ipynb" in listing, "the server's root is notebooks/"
         with urllib.request.urlopen(f"{url}/lab?token=workbook-script-test", timeout=30) as answer:  # noqa: S310
             assert answer.status == 200 and "JupyterLab" in answer.read().decode()

@@ -45,8 +45,8 @@ def test_one_verdict_per_claim_id_with_its_checks_folded_below():
                                  ("S2", "a bullet nobody checked", "FAILS", 0, 0)]
     lines = repr(ledger).splitlines()
     assert lines[0] == "Check yourself: 2 of 3 claims hold, 1 FAIL (2 of 3 checks hold)"
-    assert lines[1:4] == ["✓ C1: the claim line (1 of 1 checks)", "✓ S1: the first bullet (2 of 2 checks)",
-                          "✗ S2: a bullet nobody checked (0 of 0 checks)"]
+    assert lines[1:4] == ["✓ C1: the claim line (1 of the 3 checks)", "✓ S1: the first bullet (2 of the 3 checks)",
+                          "✗ S2: a bullet nobody checked (no check)"]
     assert "✓ [C1 S1] first check" in lines and "– [C1] a check this run cannot decide" in lines
     page = ledger._repr_html_()
     assert page.index("the first bullet") < page.index("<details>") < page.index("first check")
@@ -59,7 +59,19 @@ def test_a_claim_whose_checks_were_all_skipped_is_not_checked():
     ledger.check("C1", "decided", evidence="", holds=True)
     ledger.skip("S1", "undecided", reason="needs Bedrock")
     assert "1 of 2 claims hold, 1 not checked on this run (1 of 2 checks hold)" in repr(ledger)
+    assert "– S1: undecided (not checked on this run)" in repr(ledger).splitlines()
     assert ledger.report() is None
+
+
+def test_a_claim_line_counts_the_checks_it_rests_on_out_of_all_and_its_failures():
+    """A check can back several claims: each claim line says how many of the ledger's checks it rests on, so the
+    lines need not add up to the headline, and says how many of them fail."""
+    ledger = Ledger(claims={"C1": "the claim", "S1": "a bullet"})
+    ledger.check("C1 S1", "shared", evidence="", holds=True)
+    ledger.check("C1", "own", evidence="", holds=False)
+    lines = repr(ledger).splitlines()
+    assert lines[1:3] == ["✗ C1: the claim (2 of the 2 checks, 1 failing)", "✓ S1: a bullet (1 of the 2 checks)"]
+    assert "<th style='text-align:left'>rests on</th>" in ledger._repr_html_()
 
 
 def test_report_raises_listing_every_failing_claim(capsys):

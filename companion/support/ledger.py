@@ -130,6 +130,16 @@ class Ledger:
         checks_held = sum(row.status == "holds" for row in self.rows)
         return text + f" ({checks_held} of {len(self.rows)} checks hold)"
 
+    def _rests_on(self, status: str, held: int, decided: int) -> str:
+        """The checks a claim rests on, out of the ledger's: one check can back several claims, so the claims' counts
+        add up to more than the headline's (readers added them up and found the headline short)."""
+        if status == "skipped":
+            return "not checked on this run"
+        if decided == 0:
+            return "no check"
+        failing = decided - held
+        return f"{decided} of the {len(self.rows)} checks" + (f", {failing} failing" if failing else "")
+
     # Display: HTML in JupyterLab and the book, aligned plain text in terminals and for nbval.
     def _repr_html_(self) -> str:
         marks = {"holds": ("✓ holds", "inherit"), "FAILS": ("✗ FAILS", "#b00020"), "skipped": ("– not checked", "#666")}
@@ -144,12 +154,12 @@ class Ledger:
         def header(*names: str) -> str:
             return "".join(f"<th style='text-align:left'>{name}</th>" for name in names)
 
-        claims = "".join(f"<tr>{td(ref)}{td(label)}{td(f'{held} of {decided}')}{verdict(status)}</tr>"
+        claims = "".join(f"<tr>{td(ref)}{td(label)}{td(self._rests_on(status, held, decided))}{verdict(status)}</tr>"
                          for ref, label, status, held, decided in self.verdicts())
         checks = "".join(f"<tr>{td(row.ref)}{td(row.claim)}{td(row.evidence)}{verdict(row.status)}</tr>"
                          for row in self.rows)
         return (f"<p><b>{html.escape(self.title)}</b>: {html.escape(self._summary())}</p>"
-                f"<table><thead><tr>{header('id', 'claim', 'checks', 'holds')}</tr></thead><tbody>{claims}</tbody>"
+                f"<table><thead><tr>{header('id', 'claim', 'rests on', 'holds')}</tr></thead><tbody>{claims}</tbody>"
                 f"</table><details><summary>The {len(self.rows)} checks and their evidence</summary>"
                 f"<table><thead><tr>{header('id', 'check', 'evidence', 'holds')}</tr></thead><tbody>{checks}</tbody>"
                 f"</table></details>")
@@ -158,7 +168,7 @@ class Ledger:
         lines = [f"{self.title}: {self._summary()}"]
         for ref, label, status, held, decided in self.verdicts():
             mark = {"holds": "✓", "FAILS": "✗", "skipped": "–"}[status]
-            lines.append(f"{mark} {ref}: {label} ({held} of {decided} checks)")
+            lines.append(f"{mark} {ref}: {label} ({self._rests_on(status, held, decided)})")
         lines.append("")
         lines.append("The checks:")
         for row in self.rows:

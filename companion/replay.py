@@ -60,6 +60,7 @@ try:  # POSIX (Linux, macOS), as the workbook's other locks (companion/sessions/
 except ImportError:  # pragma: no cover - Windows: no output lock
     fcntl = None  # type: ignore[assignment]
 
+from companion.support.ledger import CLAIM_LINE
 from companion.support.paths import NOTEBOOKS_DIR, REPO_ROOT
 
 DEFAULT_CLASS_FILE = REPO_ROOT / "classes" / "sample.yaml"
@@ -442,7 +443,7 @@ def is_check_cell(source: str) -> bool:
     return bool(re.search(r"^\s*assert\b", source, re.MULTILINE)) or bool(re.search(r"\.report\(\)", source))
 
 
-VERDICT = re.compile(r"^([✓✗–]) ([CS]\d+): (.*) \((\d+) of (\d+) checks\)$")
+VERDICT = CLAIM_LINE  # a claim's line in a ledger's text form, as companion/support/ledger.py writes it
 CHECK = re.compile(r"^([✓✗–]) \[([^\]]+)\] (.*)$")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from companion.support.ledger import REF_PATTERN, ClaimsNotHeld, Ledger
+from companion.support.ledger import CLAIM_LINE, REF_PATTERN, ClaimsNotHeld, Ledger
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")) + [REPO / "templates" / "notebook.ipynb"]
@@ -71,6 +71,10 @@ def test_a_claim_line_counts_the_checks_it_rests_on_out_of_all_and_its_failures(
     ledger.check("C1", "own", evidence="", holds=False)
     lines = repr(ledger).splitlines()
     assert lines[1:3] == ["✗ C1: the claim (2 of the 2 checks, 1 failing)", "✓ S1: a bullet (1 of the 2 checks)"]
+    ledger.skip("S2", "undecided", reason="needs Bedrock")
+    ledger.claims["S3"] = "nobody checked it"
+    claim_lines = [line for line in repr(ledger).splitlines() if CLAIM_LINE.match(line)]
+    assert [CLAIM_LINE.match(line).group(2) for line in claim_lines] == ["C1", "S1", "S2", "S3"], repr(ledger)
     assert "<th style='text-align:left'>rests on</th>" in ledger._repr_html_()
 
 

@@ -23,6 +23,10 @@ __all__ = ["ClaimsNotHeld", "Ledger", "Row", "REF_PATTERN"]
 # One id: C (the notebook's claim line) or S (a summary bullet) followed by a number. In markdown they stand in a
 # bracket at the end of the line they tag, for example "... is gone. [S2]" or "[C1 C2]".
 REF_PATTERN = re.compile(r"\b[CS]\d+\b")
+CLAIM_LINE = re.compile(r"^([✓✗–]) ([CS]\d+): (.*) \((?:\d+ of the \d+ checks(?:, \d+ failing)?"
+                        r"|not checked on this run|no check)\)$")
+"""One claim's line in a ledger's text form: its mark, id and words (companion/replay.py reads executed notebooks
+with it)."""
 EVIDENCE_WIDTH = 160  # characters of evidence shown; longer evidence is cut with a count of what was left out
 
 

@@ -443,7 +443,6 @@ def is_check_cell(source: str) -> bool:
     return bool(re.search(r"^\s*assert\b", source, re.MULTILINE)) or bool(re.search(r"\.report\(\)", source))
 
 
-VERDICT = CLAIM_LINE  # a claim's line in a ledger's text form, as companion/support/ledger.py writes it
 CHECK = re.compile(r"^([✓✗–]) \[([^\]]+)\] (.*)$")
 
 
@@ -458,7 +457,7 @@ def read_claims(notebook: Any) -> dict[str, Any]:
                 continue
             lines = plain.splitlines()
             failed_checks = [m.groups() for m in map(CHECK.match, lines) if m and m.group(1) == "✗"]
-            for match in filter(None, map(VERDICT.match, lines)):
+            for match in filter(None, map(CLAIM_LINE.match, lines)):
                 mark, ref, label = match.group(1), match.group(2), match.group(3)
                 key = {"✓": "held", "✗": "failed", "–": "not_checked"}[mark]
                 claims[key] += 1

@@ -18,7 +18,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ClaimsNotHeld", "Ledger", "Row", "REF_PATTERN"]
+__all__ = ["CLAIM_LINE", "ClaimsNotHeld", "Ledger", "Row", "REF_PATTERN"]
 
 # One id: C (the notebook's claim line) or S (a summary bullet) followed by a number. In markdown they stand in a
 # bracket at the end of the line they tag, for example "... is gone. [S2]" or "[C1 C2]".
